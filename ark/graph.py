@@ -1,0 +1,380 @@
+"""The knowledge-graph store: typed nodes with text, typed edges, CSR adjacency, and an on-disk cache.
+
+Every other part of ARK sees a graph only through `KnowledgeGraph`:
+
+* nodes ``0..N-1``, each with a type, a name and a document text (for STaRK graphs the text equals
+  stark-qa's ``get_doc_info(i, add_rel=False, compact=False)``);
+* a node-type vocabulary and a relation-type vocabulary;
+* stored (directed) edges with a relation type. The CSR adjacency holds every stored edge twice, at its
+  source as *outgoing* and at its target as *incoming*, so one node's neighbors in both directions,
+  filtered by node types and relation types, come back in time proportional to its degree.
+
+Cache layout (``save``/``load``): ``indptr.npy``, ``nbr.npy``, ``rel.npy``, ``out.npy``,
+``node_types.npy``, ``candidate_ids.npy`` (memory-mapped on load), ``texts.arrow`` (Arrow IPC file
+with columns ``name`` and ``text``, memory-mapped) and ``meta.json``, written last, with the
+vocabularies, the sizes and a checksum per file. A truncated or corrupted cache raises
+`CacheError`; `ark.dataset.load_graph` then rebuilds it.
+
+Run ``python -m ark.graph <cache dir>`` to print a cached graph's statistics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import torch
+from torch_geometric.utils.sparse import index2ptr
+
+CACHE_VERSION = 1
+_ARRAYS = ("indptr", "nbr", "rel", "out", "node_types", "candidate_ids")
+
+
+class CacheError(RuntimeError):
+    """A graph cache on disk is missing, truncated or corrupted."""
+
+
+@dataclass(frozen=True)
+class NeighborEdges:
+    """The (edge, direction) rows incident to one node that passed the filters, in CSR order."""
+
+    nodes: np.ndarray  # int64 neighbor ids
+    relations: np.ndarray  # int32 relation-type ids
+    outgoing: np.ndarray  # bool: True if the stored edge is v -> u, False if u -> v
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+def _choice_error(kind: str, bad: object, valid: Sequence[str]) -> ValueError:
+    return ValueError(f"unknown {kind} {bad!r}; valid {kind}s: {', '.join(map(repr, valid))}")
+
+
+class KnowledgeGraph:
+    """A typed, text-rich graph with CSR adjacency. Build with `from_edges`, persist with `save`/`load`."""
+
+    def __init__(
+        self,
+        name: str,
+        node_type_names: list[str],
+        relation_names: list[str],
+        node_types: np.ndarray,
+        indptr: np.ndarray,
+        nbr: np.ndarray,
+        rel: np.ndarray,
+        out: np.ndarray,
+        texts: pa.Table,
+        candidate_ids: np.ndarray,
+        meta: dict | None = None,
+    ):
+        self.name = name
+        self.node_type_names = list(node_type_names)
+        self.relation_names = list(relation_names)
+        self.node_types = node_types
+        self.candidate_ids = candidate_ids
+        self._indptr, self._nbr, self._rel, self._out = indptr, nbr, rel, out
+        self._texts = texts
+        self._name_col = texts.column("name").combine_chunks()
+        self._text_col = texts.column("text").combine_chunks()
+        self._type_index = {t: i for i, t in enumerate(self.node_type_names)}
+        self._rel_index = {r: i for i, r in enumerate(self.relation_names)}
+        self.meta = meta or {}
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_edges(
+        cls,
+        name: str,
+        node_type_names: Sequence[str],
+        node_types: Sequence[int] | np.ndarray,
+        names: Sequence[str],
+        texts: Sequence[str],
+        relation_names: Sequence[str],
+        src: Sequence[int] | np.ndarray,
+        dst: Sequence[int] | np.ndarray,
+        rel: Sequence[int] | np.ndarray,
+        candidate_ids: Sequence[int] | np.ndarray | None = None,
+        source_fingerprint: str = "",
+    ) -> "KnowledgeGraph":
+        """Build a graph from stored directed edges ``src[i] -(rel[i])-> dst[i]``.
+
+        ``candidate_ids`` defaults to every node. ``source_fingerprint`` identifies the raw data the
+        graph was built from, so a cache can tell when it is stale.
+        """
+        node_types = np.asarray(node_types, dtype=np.int32)
+        n = len(node_types)
+        if len(names) != n or len(texts) != n:
+            raise ValueError(f"{n} node types but {len(names)} names and {len(texts)} texts")
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        rel = np.asarray(rel, dtype=np.int64)
+        if not (len(src) == len(dst) == len(rel)):
+            raise ValueError(f"edge arrays differ in length: {len(src)}, {len(dst)}, {len(rel)}")
+        if len(src) and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
+            raise ValueError(f"edge endpoint outside 0..{n - 1}")
+        if len(rel) and (rel.min() < 0 or rel.max() >= len(relation_names)):
+            raise ValueError(f"relation id outside 0..{len(relation_names) - 1}")
+        if n and (node_types.min() < 0 or node_types.max() >= len(node_type_names)):
+            raise ValueError(f"node type id outside 0..{len(node_type_names) - 1}")
+
+        owner = np.concatenate([src, dst])
+        nbr = np.concatenate([dst, src])
+        # Stable order within a node: by neighbor id, then outgoing before incoming, then relation.
+        order = np.lexsort((np.concatenate([rel, rel]), np.concatenate([np.zeros_like(src), np.ones_like(dst)]), nbr, owner))
+        del nbr
+        owner_sorted = owner[order]
+        del owner
+        indptr = index2ptr(torch.from_numpy(owner_sorted), size=n).numpy().astype(np.int64)
+        del owner_sorted
+        e = len(src)
+        nbr_dtype = np.int32 if n < 2**31 else np.int64
+        nbr_arr = np.where(order < e, dst[order % e], src[order % e]).astype(nbr_dtype)
+        rel_arr = rel[order % e].astype(np.int16)
+        out_arr = order < e
+        cand = np.arange(n, dtype=np.int64) if candidate_ids is None else np.asarray(candidate_ids, dtype=np.int64)
+        table = pa.table({"name": pa.array(list(names), pa.large_string()), "text": pa.array(list(texts), pa.large_string())})
+        meta = {"num_stored_edges": int(e), "source_fingerprint": source_fingerprint}
+        return cls(name, list(node_type_names), list(relation_names), node_types, indptr, nbr_arr, rel_arr, out_arr, table, cand, meta)
+
+    # ------------------------------------------------------------------ sizes and vocabularies
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_types)
+
+    @property
+    def num_edges(self) -> int:
+        """Number of stored directed edges (each appears twice in the CSR)."""
+        return len(self._nbr) // 2
+
+    @property
+    def fingerprint(self) -> str:
+        """A short hash that changes whenever the graph's content changes (used to key derived caches)."""
+        if "fingerprint" not in self.meta:
+            h = hashlib.sha256()
+            h.update(json.dumps([self.name, self.node_type_names, self.relation_names, self.num_nodes,
+                                 self.num_edges, self.meta.get("source_fingerprint", "")]).encode())
+            for arr in (self.node_types, self._indptr, self._nbr, self._rel):
+                h.update(_sample_digest(np.ascontiguousarray(arr)).encode())
+            h.update(_sample_digest(np.frombuffer(self._text_col.buffers()[2] or b"", dtype=np.uint8)).encode())
+            self.meta["fingerprint"] = h.hexdigest()[:16]
+        return self.meta["fingerprint"]
+
+    def node_type_id(self, name: str) -> int:
+        try:
+            return self._type_index[name]
+        except (KeyError, TypeError):
+            raise _choice_error("node type", name, self.node_type_names) from None
+
+    def relation_id(self, name: str) -> int:
+        try:
+            return self._rel_index[name]
+        except (KeyError, TypeError):
+            raise _choice_error("relation", name, self.relation_names) from None
+
+    # ------------------------------------------------------------------ node attributes
+    def _check(self, i: int) -> int:
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"node id must be an int, got {i!r}")
+        if not 0 <= i < self.num_nodes:
+            raise IndexError(f"node id {i} outside 0..{self.num_nodes - 1}")
+        return int(i)
+
+    def node_name(self, i: int) -> str:
+        return self._name_col[self._check(i)].as_py()
+
+    def node_text(self, i: int) -> str:
+        return self._text_col[self._check(i)].as_py()
+
+    def node_type_name(self, i: int) -> str:
+        return self.node_type_names[self.node_types[self._check(i)]]
+
+    def names(self) -> list[str]:
+        return self._name_col.to_pylist()
+
+    def texts(self) -> Iterable[str]:
+        """All documents in id order, streamed in batches (does not hold a second copy in memory)."""
+        batch = 65536
+        for start in range(0, self.num_nodes, batch):
+            yield from self._text_col.slice(start, batch).to_pylist()
+
+    # ------------------------------------------------------------------ adjacency
+    def degree(self, v: int) -> int:
+        v = self._check(v)
+        return int(self._indptr[v + 1] - self._indptr[v])
+
+    def neighbors(
+        self,
+        v: int,
+        node_types: Sequence[str] | None = None,
+        relations: Sequence[str] | None = None,
+    ) -> NeighborEdges:
+        """Edges incident to ``v`` in both directions, optionally filtered by neighbor node types and
+        relation types (names; an unknown name raises ValueError listing the valid ones).
+
+        Rows are ordered by neighbor id, outgoing before incoming, then relation id. A neighbor linked
+        by several edges appears once per edge; `group_neighbors` folds them per node.
+        """
+        v = self._check(v)
+        lo, hi = int(self._indptr[v]), int(self._indptr[v + 1])
+        nbr = self._nbr[lo:hi]
+        rel = self._rel[lo:hi]
+        out = self._out[lo:hi]
+        keep = None
+        if relations is not None:
+            ok = np.zeros(len(self.relation_names), dtype=bool)
+            ok[[self.relation_id(r) for r in relations]] = True
+            keep = ok[rel]
+        if node_types is not None:
+            ok = np.zeros(len(self.node_type_names), dtype=bool)
+            ok[[self.node_type_id(t) for t in node_types]] = True
+            tmask = ok[self.node_types[nbr]]
+            keep = tmask if keep is None else keep & tmask
+        if keep is not None:
+            nbr, rel, out = nbr[keep], rel[keep], out[keep]
+        return NeighborEdges(np.asarray(nbr, dtype=np.int64), np.asarray(rel, dtype=np.int32), np.asarray(out, dtype=bool))
+
+    # ------------------------------------------------------------------ cache
+    def save(self, directory: Path | str) -> None:
+        """Write the cache; ``meta.json`` is written last (atomically), so a half-written cache is never valid."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        meta_path = d / "meta.json"
+        if meta_path.exists():
+            meta_path.unlink()
+        arrays = {"indptr": self._indptr, "nbr": self._nbr, "rel": self._rel, "out": self._out,
+                  "node_types": self.node_types, "candidate_ids": self.candidate_ids}
+        checks = {}
+        for key, arr in arrays.items():
+            np.save(d / f"{key}.npy", np.ascontiguousarray(arr))
+            checks[f"{key}.npy"] = _file_check(d / f"{key}.npy")
+        with pa.OSFile(str(d / "texts.arrow"), "wb") as sink:
+            with pa.ipc.new_file(sink, self._texts.schema) as writer:
+                writer.write_table(self._texts.combine_chunks())
+        checks["texts.arrow"] = _file_check(d / "texts.arrow")
+        meta = {
+            "cache_version": CACHE_VERSION,
+            "name": self.name,
+            "node_type_names": self.node_type_names,
+            "relation_names": self.relation_names,
+            "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges,
+            "source_fingerprint": self.meta.get("source_fingerprint", ""),
+            "fingerprint": self.fingerprint,
+            "files": checks,
+        }
+        tmp = d / "meta.json.tmp"
+        tmp.write_text(json.dumps(meta, indent=1))
+        os.replace(tmp, meta_path)
+
+    @classmethod
+    def load(cls, directory: Path | str, mmap: bool = True) -> "KnowledgeGraph":
+        """Load a cache written by `save`; arrays and texts are memory-mapped when ``mmap`` is true.
+
+        Raises `CacheError` naming the bad file when the cache is incomplete, truncated or corrupted.
+        """
+        d = Path(directory)
+        meta_path = d / "meta.json"
+        if not meta_path.exists():
+            raise CacheError(f"no graph cache at {d} (missing {meta_path.name})")
+        try:
+            meta = json.loads(meta_path.read_text())
+        except json.JSONDecodeError as e:
+            raise CacheError(f"corrupted {meta_path}: {e}") from None
+        if meta.get("cache_version") != CACHE_VERSION:
+            raise CacheError(f"cache {d} has version {meta.get('cache_version')}, expected {CACHE_VERSION}")
+        for fname, expected in meta["files"].items():
+            path = d / fname
+            if not path.exists():
+                raise CacheError(f"graph cache file missing: {path}")
+            if _file_check(path) != expected:
+                raise CacheError(f"graph cache file truncated or corrupted: {path}")
+        arrays = {}
+        for key in _ARRAYS:
+            try:
+                arrays[key] = np.load(d / f"{key}.npy", mmap_mode="r" if mmap else None)
+            except ValueError as e:
+                raise CacheError(f"graph cache file unreadable: {d / (key + '.npy')}: {e}") from None
+        source = pa.memory_map(str(d / "texts.arrow")) if mmap else pa.OSFile(str(d / "texts.arrow"))
+        table = pa.ipc.open_file(source).read_all()
+        n = meta["num_nodes"]
+        if len(arrays["node_types"]) != n or len(arrays["indptr"]) != n + 1 or table.num_rows != n:
+            raise CacheError(f"graph cache {d} is inconsistent: sizes do not match meta.json")
+        keep = {k: meta[k] for k in ("source_fingerprint", "fingerprint")}
+        keep["num_stored_edges"] = meta["num_edges"]
+        return cls(meta["name"], meta["node_type_names"], meta["relation_names"], arrays["node_types"],
+                   arrays["indptr"], arrays["nbr"], arrays["rel"], arrays["out"], table,
+                   arrays["candidate_ids"], keep)
+
+    def __repr__(self) -> str:
+        return (f"KnowledgeGraph({self.name!r}, nodes={self.num_nodes}, edges={self.num_edges}, "
+                f"node_types={self.node_type_names}, relations={self.relation_names})")
+
+    def stats(self) -> dict:
+        """Counts of nodes per type and stored edges per relation."""
+        types = np.bincount(np.asarray(self.node_types), minlength=len(self.node_type_names))
+        rels = np.bincount(np.asarray(self._rel)[np.asarray(self._out)], minlength=len(self.relation_names))
+        return {
+            "name": self.name,
+            "nodes": self.num_nodes,
+            "edges": self.num_edges,
+            "candidates": len(self.candidate_ids),
+            "nodes_per_type": {t: int(c) for t, c in zip(self.node_type_names, types)},
+            "edges_per_relation": {r: int(c) for r, c in zip(self.relation_names, rels)},
+        }
+
+
+def group_neighbors(edges: NeighborEdges) -> tuple[np.ndarray, list[list[tuple[int, bool]]]]:
+    """Fold edge rows per neighbor: unique neighbor ids (ascending) and, per neighbor, its
+    ``(relation id, outgoing)`` pairs in CSR order. Relies on rows being sorted by neighbor id."""
+    if len(edges) == 0:
+        return np.empty(0, dtype=np.int64), []
+    starts = np.flatnonzero(np.r_[True, edges.nodes[1:] != edges.nodes[:-1]])
+    bounds = np.r_[starts, len(edges)]
+    rels = edges.relations.tolist()
+    outs = edges.outgoing.tolist()
+    links = [list(zip(rels[a:b], outs[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
+    return edges.nodes[starts], links
+
+
+def _sample_digest(arr: np.ndarray, blocks: int = 64, block_bytes: int = 65536) -> str:
+    """Hash of the size and of ``blocks`` evenly spaced slices: cheap at any size, catches truncation
+    and most corruption without reading gigabytes."""
+    buf = memoryview(arr).cast("B") if arr.size else memoryview(b"")
+    n = len(buf)
+    h = hashlib.blake2b(str(n).encode(), digest_size=16)
+    if n <= blocks * block_bytes:
+        h.update(buf)
+    else:
+        step = (n - block_bytes) // (blocks - 1)
+        for k in range(blocks):
+            h.update(buf[k * step: k * step + block_bytes])
+    return h.hexdigest()
+
+
+def _file_check(path: Path) -> str:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return "0"
+        import mmap
+
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return f"{size}:{_sample_digest(np.frombuffer(m, dtype=np.uint8))}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m ark.graph <graph cache dir>")
+    print(json.dumps(KnowledgeGraph.load(args[0]).stats(), indent=2))
+
+
+if __name__ == "__main__":
+    main()
