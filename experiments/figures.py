@@ -1,0 +1,577 @@
+"""The paper's figures and tables, drawn from run directories alone (no LLM calls).
+
+Loaders turn run directories (format: /work/contracts.md, "Run directory") into plain DataFrames;
+one `*_data` function per figure/table turns those into the tidy numbers behind it, and one
+`plot_*` / `*_table` function turns the numbers into a matplotlib Figure or md/csv/tex text.
+`save_figure` writes <stem>.png, <stem>.pdf and <stem>.csv.
+
+    python -m experiments.figures results/runs --out results/figures     # or: make figures
+
+Run dirs may be given directly or as any parent folder (searched for predictions.jsonl).
+
+| output stem                     | paper        | built from                                    |
+|---------------------------------|--------------|-----------------------------------------------|
+| fig2_budget_heatmaps            | Figure 2     | ARK runs, full toolset, one backbone, T_max x n |
+| fig3_tool_use                   | Figure 3     | tool_counts of every ARK run + stark_query_shares.csv |
+| fig5_neighbor_calls             | Figure 5     | per-agent tool_counts and agent_rankings       |
+| table2_ablation                 | Table 2      | runs with toolset ablations + results/paper/table2_ablation.csv |
+| fig4_backbones, table_backbones | Fig. 4, App. | runs per backbone + results/paper/backbones.csv |
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import yaml
+
+PAPER_DIR = Path(__file__).resolve().parent.parent / "results" / "paper"
+METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+LABELS = {"hit@1": "Hit@1", "hit@5": "Hit@5", "recall@20": "R@20", "mrr": "MRR",
+          "latency_s": "Latency (s)"}
+GRAPH_ORDER = ("amazon", "mag", "prime", "demo")
+ABLATIONS = {"full": "Full", "no_neighbors": "w/o Neighbors",
+             "no_query": "Neighbors w/o q", "no_filter": "Neighbors w/o F"}
+SEARCH, NEIGHBORS = "search_graph", "explore_neighbors"
+_METRIC_ALIASES = {"r@20": "recall@20", "hit1": "hit@1", "hit5": "hit@5"}
+
+
+# ----------------------------------------------------------------------------------------- loaders
+def find_run_dirs(paths: Iterable[Path | str]) -> list[Path]:
+    """Every run dir (a folder with predictions.jsonl) at or below the given paths, sorted."""
+    found: set[Path] = set()
+    for p in map(Path, paths):
+        if not p.exists():
+            raise FileNotFoundError(f"run dir or folder {str(p)!r} does not exist")
+        if (p / "predictions.jsonl").is_file():
+            found.add(p)
+        found.update(f.parent for f in p.rglob("predictions.jsonl"))
+    return sorted(found)
+
+
+def _find_key(obj, names: Sequence[str]):
+    """First value under any of `names` in a nested dict (depth-first), else None."""
+    if isinstance(obj, dict):
+        for n in names:
+            if n in obj and not isinstance(obj[n], (dict, list)):
+                return obj[n]
+        for v in obj.values():
+            found = _find_key(v, names)
+            if found is not None:
+                return found
+    return None
+
+
+def _group_name(cfg: dict, group: str):
+    v = cfg.get(group)
+    if isinstance(v, dict):
+        return v.get("name") or v.get("_name") or v.get("model")
+    return v
+
+
+def canonical_metric(name: str) -> str:
+    """'test/hit@1' -> 'hit@1', 'R@20' -> 'recall@20'."""
+    key = name.split("/")[-1].lower()
+    return _METRIC_ALIASES.get(key, key)
+
+
+def canonical_ablation(cfg: dict, name: str | None) -> str:
+    """Toolset setup from the ToolConfig flags in the config, else from the ablation name."""
+    flags = {k: _find_key(cfg, [k]) for k in ("neighbors", "neighbor_query", "type_filter")}
+    if all(isinstance(v, bool) for v in flags.values()):
+        if not flags["neighbors"]:
+            return "no_neighbors"
+        if not flags["neighbor_query"]:
+            return "no_query"
+        if not flags["type_filter"]:
+            return "no_filter"
+        return "full"
+    n = re.sub(r"[^a-z]", "", str(name or "full").lower())
+    for key, pats in {"no_neighbors": ("noneighbors", "woneighbors", "withoutneighbors"),
+                      "no_query": ("noquery", "noq", "woq", "noneighborquery", "noqueryrank"),
+                      "no_filter": ("nofilter", "nof", "wof", "notypefilter")}.items():
+        if n in pats:
+            return key
+    return "full" if n in ("full", "none", "default", "") else n
+
+
+def read_predictions(run_dir: Path) -> list[dict]:
+    with open(Path(run_dir) / "predictions.jsonl") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_runs(run_dirs: Iterable[Path | str]) -> pd.DataFrame:
+    """One row per run: graph, experiment, retriever, backbone, t_max, n_agents, ablation,
+    n, n_failed, complete, hit@1, hit@5, recall@20, mrr (means in [0, 1]), latency_s (mean)."""
+    rows = []
+    for d in map(Path, run_dirs):
+        cfg_file = d / "config.yaml"
+        cfg = (yaml.safe_load(cfg_file.read_text()) or {}) if cfg_file.exists() else {}
+        mfile = d / "metrics.json"
+        mj = json.loads(mfile.read_text()) if mfile.exists() else {}
+        preds = read_predictions(d)
+        # the run's identity: metrics.json["run"] / run.json (experiments/run.py), else config, else path
+        info = dict(mj.get("run") or {})
+        for f in (d / "run.json", d.parent / "run.json"):
+            if not info and f.is_file():
+                info = json.loads(f.read_text())
+        get = lambda k, fallback: info[k] if info.get(k) is not None else fallback  # noqa: E731
+        row = {"run_dir": str(d),
+               "experiment": get("experiment", _find_key(cfg, ["experiment_name"]) or
+                                 (cfg.get("experiment") if isinstance(cfg.get("experiment"), str) else None)
+                                 or d.parent.parent.name),
+               "graph": str(get("graph", _group_name(cfg, "graph") or d.parent.name)).lower(),
+               "retriever": str(get("retriever", _group_name(cfg, "retriever") or d.name.split("-")[0])).lower(),
+               "backbone": get("backbone", _group_name(cfg, "backbone")),
+               "t_max": get("t_max", _find_key(cfg, ["max_steps", "t_max", "T_max", "tmax"])),
+               "n_agents": get("n_agents", _find_key(cfg, ["n_agents", "num_agents", "agents"])),
+               "ablation": canonical_ablation(cfg, get("ablation", _group_name(cfg, "ablation"))),
+               "n": mj.get("n", len(preds)),
+               "n_failed": mj.get("n_failed", sum(p.get("status") != "ok" for p in preds)),
+               "complete": mj.get("complete", True)}
+        means = {canonical_metric(k): v.get("mean") if isinstance(v, dict) else v
+                 for k, v in (mj.get("metrics") or {}).items()}
+        for m in METRICS:
+            vals = [p.get("metrics", {}).get(m, 0.0) or 0.0 for p in preds]
+            row[m] = means.get(m, float(np.mean(vals)) if vals else np.nan)
+        lat = mj.get("latency_s")
+        if isinstance(lat, dict) and "mean" in lat:
+            row["latency_s"] = lat["mean"]
+        else:
+            vals = [p["latency_s"] for p in preds if p.get("latency_s") is not None]
+            row["latency_s"] = float(np.mean(vals)) if vals else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _tool_counts_from_trajectories(run_dir: Path, pred: dict) -> list[dict]:
+    """Fallback when predictions lack tool_counts: count tool calls in the trajectory file."""
+    f = run_dir / pred.get("trajectory_file", f"trajectories/{pred['query_id']}.json")
+    if not f.exists():
+        return []
+    out = []
+    for t in json.loads(f.read_text()):
+        c: dict[str, int] = {}
+        for step in t.get("steps", []):
+            for call in step.get("tool_calls", []):
+                name = call.get("name") or call.get("function", {}).get("name")
+                c[name] = c.get(name, 0) + 1
+        out.append(c)
+    return out
+
+
+def load_trajectories(run_dirs: Iterable[Path | str], runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (run, query, agent) of successful queries: graph, run_dir, query_id,
+    agent_index, search_calls, neighbor_calls, hit5 (that agent's own ranking has gold in top 5)."""
+    run_dirs = [Path(d) for d in run_dirs]
+    runs = load_runs(run_dirs) if runs is None else runs
+    graph_of = dict(zip(runs["run_dir"], runs["graph"]))
+    rows = []
+    for d in run_dirs:
+        stats = d / "trajectory_stats.csv"
+        if stats.is_file() and stats.stat().st_size > 0:
+            # the runner's own per-agent scoring (candidate-filtered, as the run's metrics)
+            t = pd.read_csv(stats)
+            if len(t):
+                rows += [{"graph": graph_of[str(d)], "run_dir": str(d), "query_id": r.query_id,
+                          "agent_index": int(r.agent_index), "search_calls": int(r.search_graph),
+                          "neighbor_calls": int(r.explore_neighbors), "hit5": bool(r["agent_hit@5"] > 0)}
+                         for _, r in t.iterrows()]
+            continue
+        for p in read_predictions(d):
+            if p.get("status", "ok") != "ok":
+                continue
+            counts = p.get("tool_counts") or _tool_counts_from_trajectories(d, p)
+            rankings = p.get("agent_rankings") or []
+            gold = set(p.get("gold") or [])
+            for a, c in enumerate(counts):
+                own = rankings[a] if a < len(rankings) else None
+                hit = bool(gold & set(own[:5])) if own is not None else \
+                    bool(p.get("metrics", {}).get("hit@5", 0))
+                rows.append({"graph": graph_of[str(d)], "run_dir": str(d), "query_id": p["query_id"],
+                             "agent_index": a, "search_calls": int(c.get(SEARCH, 0)),
+                             "neighbor_calls": int(c.get(NEIGHBORS, 0)), "hit5": hit})
+    return pd.DataFrame(rows, columns=["graph", "run_dir", "query_id", "agent_index",
+                                       "search_calls", "neighbor_calls", "hit5"])
+
+
+def load_paper_table(name: str, paper_dir: Path = PAPER_DIR) -> pd.DataFrame:
+    """results/paper/<name>.csv (long format: graph, setup|backbone, metric, value in %)."""
+    f = Path(paper_dir) / f"{name}.csv"
+    if not f.exists():
+        raise FileNotFoundError(f"paper numbers {f} missing; valid: "
+                                f"{sorted(p.stem for p in Path(paper_dir).glob('*.csv'))}")
+    return pd.read_csv(f, comment="#")
+
+
+def _graph_sort(graphs: Iterable[str]) -> list[str]:
+    return sorted(set(graphs), key=lambda g: (GRAPH_ORDER.index(g) if g in GRAPH_ORDER else 99, g))
+
+
+# ------------------------------------------------------------------------------- Figure 2: budget
+def budget_data(runs: pd.DataFrame, metrics=("hit@1", "recall@20", "latency_s"),
+                keep_largest: bool = False) -> pd.DataFrame:
+    """Tidy cells (graph, metric, t_max, n_agents, value, run_dir) from ARK runs with the full
+    toolset. Two runs in one cell (same graph, T_max, n) is an error naming both, unless
+    keep_largest (then the run with most queries is used)."""
+    r = runs[(runs["retriever"] == "ark") & (runs["ablation"] == "full")]
+    r = r.dropna(subset=["t_max", "n_agents"])
+    dup = r[r.duplicated(["graph", "t_max", "n_agents"], keep=False)]
+    if len(dup) and not keep_largest:
+        raise ValueError("two runs for one heatmap cell (pass one backbone's budget sweep): "
+                         + ", ".join(dup["run_dir"]))
+    r = r.sort_values("n").groupby(["graph", "t_max", "n_agents"]).tail(1)
+    cells = r.melt(id_vars=["graph", "t_max", "n_agents", "run_dir"], value_vars=list(metrics),
+                   var_name="metric", value_name="value")
+    cells[["t_max", "n_agents"]] = cells[["t_max", "n_agents"]].astype(int)
+    cells["order"] = cells["metric"].map(list(metrics).index)
+    return cells.sort_values(["graph", "order", "t_max", "n_agents"])[
+        ["graph", "metric", "t_max", "n_agents", "value", "run_dir"]].reset_index(drop=True)
+
+
+def plot_budget_heatmaps(cells: pd.DataFrame) -> plt.Figure:
+    """Rows = graphs, columns = metrics; each panel a T_max x n grid, color normalized per panel,
+    value annotated (metrics in %, latency in s)."""
+    graphs = _graph_sort(cells["graph"])
+    metrics = list(dict.fromkeys(cells["metric"]))   # budget_data keeps the requested order
+    fig, axes = plt.subplots(len(graphs), len(metrics), squeeze=False,
+                             figsize=(3.4 * len(metrics), 2.8 * len(graphs)), constrained_layout=True)
+    for i, g in enumerate(graphs):
+        for j, m in enumerate(metrics):
+            ax = axes[i][j]
+            grid = cells[(cells.graph == g) & (cells.metric == m)].pivot(
+                index="t_max", columns="n_agents", values="value").sort_index().sort_index(axis=1)
+            vals = grid.to_numpy(dtype=float)
+            shown = vals if m == "latency_s" else 100 * vals
+            cmap = "Oranges" if m == "latency_s" else "Greens"
+            finite = shown[np.isfinite(shown)]
+            vmin, vmax = (finite.min(), finite.max()) if finite.size else (0, 1)
+            ax.imshow(shown, cmap=cmap, vmin=vmin, vmax=vmax if vmax > vmin else vmin + 1e-9,
+                      aspect="auto")
+            for (y, x), v in np.ndenumerate(shown):
+                if np.isfinite(v):
+                    frac = (v - vmin) / (vmax - vmin) if vmax > vmin else 0.5
+                    ax.text(x, y, f"{v:.1f}", ha="center", va="center", fontsize=9,
+                            color="white" if frac > 0.6 else "black")
+            ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
+            ax.set_yticks(range(grid.shape[0]), [str(t) for t in grid.index])
+            ax.set_xlabel("agents n")
+            ax.set_ylabel("T_max")
+            ax.set_title(f"{g.upper()} · {LABELS.get(m, m)}", fontsize=10)
+    return fig
+
+
+# --------------------------------------------------------------------------- Figure 3: tool use
+def load_stark_shares(paper_dir: Path = PAPER_DIR) -> pd.DataFrame:
+    """STaRK's textual vs relational query shares per graph (NaN where the value is unknown)."""
+    return load_paper_table("stark_query_shares", paper_dir)
+
+
+def tool_share_data(traj: pd.DataFrame, stark: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows (graph, source, kind, share, calls): ARK's share of global-search ('text') vs
+    neighborhood ('relational') calls pooled over all trajectories, beside STaRK's query shares.
+    Shares of each (graph, source) sum to one."""
+    rows = []
+    for g, t in traj.groupby("graph"):
+        s, nb = int(t["search_calls"].sum()), int(t["neighbor_calls"].sum())
+        total = s + nb
+        if total == 0:
+            continue
+        rows += [{"graph": g, "source": "ARK tool calls", "kind": "text", "share": s / total, "calls": s},
+                 {"graph": g, "source": "ARK tool calls", "kind": "relational", "share": nb / total,
+                  "calls": nb}]
+    if stark is not None:
+        for _, r in stark.iterrows():
+            if r["graph"] in set(traj["graph"]) and pd.notna(r["textual_share"]) \
+                    and pd.notna(r["relational_share"]):
+                tot = r["textual_share"] + r["relational_share"]
+                rows += [{"graph": r["graph"], "source": "STaRK queries", "kind": "text",
+                          "share": r["textual_share"] / tot, "calls": np.nan},
+                         {"graph": r["graph"], "source": "STaRK queries", "kind": "relational",
+                          "share": r["relational_share"] / tot, "calls": np.nan}]
+    return pd.DataFrame(rows, columns=["graph", "source", "kind", "share", "calls"])
+
+
+def plot_tool_use(shares: pd.DataFrame) -> plt.Figure:
+    """Per graph: a thick stacked bar of ARK's call shares, a thin one of STaRK's query shares."""
+    graphs = _graph_sort(shares["graph"])
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(graphs), 3.2), constrained_layout=True)
+    colors = {"text": "#4C72B0", "relational": "#DD8452"}
+    for i, g in enumerate(graphs):
+        for source, dx, width, alpha in (("ARK tool calls", -0.12, 0.45, 1.0),
+                                         ("STaRK queries", 0.28, 0.14, 0.55)):
+            s = shares[(shares.graph == g) & (shares.source == source)].set_index("kind")["share"]
+            if s.empty:
+                continue
+            bottom = 0.0
+            for kind in ("text", "relational"):
+                v = float(s.get(kind, 0.0))
+                ax.bar(i + dx, v, width, bottom=bottom, color=colors[kind], alpha=alpha,
+                       label=f"{'search' if kind == 'text' else 'neighbors'} calls (ARK)"
+                       if source.startswith("ARK") else f"{kind} queries (STaRK)")
+                if source.startswith("ARK") and v > 0.06:
+                    ax.text(i + dx, bottom + v / 2, f"{100 * v:.1f}%", ha="center", va="center",
+                            color="white", fontsize=8)
+                bottom += v
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+    ax.set_xticks(range(len(graphs)), [g.upper() for g in graphs])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share")
+    ax.set_title("Tool calls (thick) vs STaRK query type (thin)", fontsize=10)
+    return fig
+
+
+# ------------------------------------------------------------------ Figure 5: neighbors vs success
+def neighbor_calls_data(traj: pd.DataFrame) -> pd.DataFrame:
+    """Counts of trajectories per (graph, outcome hit@5|miss, neighbor_calls)."""
+    t = traj.assign(outcome=np.where(traj["hit5"], "hit@5", "miss"))
+    out = t.groupby(["graph", "outcome", "neighbor_calls"]).size().rename("trajectories").reset_index()
+    return out.sort_values(["graph", "outcome", "neighbor_calls"]).reset_index(drop=True)
+
+
+def plot_neighbor_calls(counts: pd.DataFrame) -> plt.Figure:
+    """One panel per graph: share of hit@5 and of missed trajectories per number of neighbor calls."""
+    graphs = _graph_sort(counts["graph"])
+    fig, axes = plt.subplots(1, len(graphs), squeeze=False, figsize=(3.6 * len(graphs), 3.0),
+                             constrained_layout=True)
+    for ax, g in zip(axes[0], graphs):
+        c = counts[counts.graph == g]
+        xs = np.arange(0, int(c["neighbor_calls"].max()) + 1)
+        for outcome, dx, color in (("hit@5", -0.2, "#55A868"), ("miss", 0.2, "#C44E52")):
+            s = c[c.outcome == outcome].set_index("neighbor_calls")["trajectories"].reindex(xs, fill_value=0)
+            n = int(s.sum())
+            ax.bar(xs + dx, s / max(n, 1), 0.4, color=color, label=f"{outcome} (n={n})")
+        ax.set_title(g.upper(), fontsize=10)
+        ax.set_xlabel("neighborhood calls per trajectory")
+        ax.set_ylabel("share of trajectories")
+        ax.legend(fontsize=8)
+    return fig
+
+
+# ------------------------------------------------------------------- Table 2 and Figure 4 (tables)
+def _fmt(v) -> str:
+    return "–" if v is None or not np.isfinite(v) else f"{v:.1f}"
+
+
+def _compare(ours: pd.DataFrame, paper: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Outer-join ours (key, graph, metric, ours in %) with the paper's (key, graph, metric, value)."""
+    p = paper.rename(columns={"value": "paper"})[[key, "graph", "metric", "paper"]]
+    out = ours.merge(p, on=[key, "graph", "metric"], how="outer")
+    out["delta"] = out["ours"] - out["paper"]
+    return out
+
+
+def ablation_data(runs: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows (setup, graph, metric, ours, paper, delta) for Hit@1 and R@20, in %, one per
+    toolset setup; with several runs of one setup on a graph, the one with most queries."""
+    r = runs[(runs["retriever"] == "ark") & runs["ablation"].isin(ABLATIONS)]
+    if "experiment" in r and (r["experiment"] == "ablation").any():
+        r = r[r["experiment"] == "ablation"]
+    r = r.sort_values("n").groupby(["ablation", "graph"]).tail(1)
+    ours = r.melt(id_vars=["ablation", "graph"], value_vars=["hit@1", "recall@20"],
+                  var_name="metric", value_name="ours").rename(columns={"ablation": "setup"})
+    ours["ours"] = 100 * ours["ours"]
+    if paper is None:
+        return ours.assign(paper=np.nan, delta=np.nan)
+    return _compare(ours, paper, "setup")
+
+
+_BACKBONE_NOISE = {"distilled", "distill", "sft", "instruct", "lora", "ark", "student"}
+
+
+def backbone_key(name: str) -> str:
+    """'Qwen3-8B-600', 'qwen3-8b-distilled-600', 'qwen3-8b-ark-600' -> 'qwen38b600'; 'gpt-4.1' -> 'gpt41'."""
+    tokens = re.split(r"[^a-z0-9]+", str(name).lower())
+    return "".join(t for t in tokens if t not in _BACKBONE_NOISE)
+
+
+def backbone_data(runs: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows (backbone, graph, metric, ours, paper, delta) in %, for Hit@1, Hit@5, R@20, MRR of ARK
+    runs with the full toolset; runs of the same backbone/graph: the one with most queries."""
+    r = runs[(runs["retriever"] == "ark") & (runs["ablation"] == "full")].dropna(subset=["backbone"])
+    r = r.assign(key=r["backbone"].map(backbone_key))
+    if "t_max" in r and r["t_max"].notna().any():   # the paper's operating point when present
+        pref = r[(r["t_max"] == 20) & (r["n_agents"] == 3)]
+        r = pd.concat([pref, r[~r["key"].isin(pref["key"])]])
+    r = r.sort_values("n").groupby(["key", "graph"]).tail(1)
+    ours = r.melt(id_vars=["key", "graph"], value_vars=list(METRICS), var_name="metric", value_name="ours")
+    ours["ours"] = 100 * ours["ours"]
+    if paper is None:
+        out = ours.assign(paper=np.nan, delta=np.nan)
+    else:
+        p = paper.assign(key=paper["backbone"].map(backbone_key))
+        out = _compare(ours, p.drop(columns=["backbone"]), "key")
+        labels = dict(zip(p["key"], p["backbone"]))
+    names = dict(zip(r["key"], r["backbone"]))
+    order = list(dict.fromkeys(list(labels) + list(names))) if paper is not None else list(names)
+    if paper is not None:
+        names = {**names, **labels}
+    out["backbone"] = out["key"].map(names)
+    out["order"] = out["key"].map(order.index)
+    out = out.sort_values(["order", "graph", "metric"], kind="stable")
+    return out[["backbone", "graph", "metric", "ours", "paper", "delta"]].reset_index(drop=True)
+
+
+def comparison_table(data: pd.DataFrame, row: str, metrics: Sequence[str],
+                     row_order: Sequence[str] | None = None,
+                     row_labels: dict | None = None) -> dict[str, str]:
+    """md / csv / tex text of a comparison: one row per `row`, one column per (graph, metric),
+    cells 'ours (paper)'. The csv is the tidy data itself."""
+    graphs = _graph_sort(data["graph"])
+    rows = list(row_order or dict.fromkeys(data[row]))
+    rows = [x for x in rows if x in set(data[row])]
+    cell = {(r[row], r["graph"], r["metric"]): (r["ours"], r["paper"]) for _, r in data.iterrows()}
+    head = [row.capitalize()] + [f"{g.upper()} {LABELS[m]}" for g in graphs for m in metrics]
+    body = []
+    for x in rows:
+        cells = []
+        for g in graphs:
+            for m in metrics:
+                o, p = cell.get((x, g, m), (np.nan, np.nan))
+                cells.append(f"{_fmt(o)} ({_fmt(p)})")
+        body.append([(row_labels or {}).get(x, x)] + cells)
+    md = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    md += ["| " + " | ".join(b) + " |" for b in body]
+    md.append("\nCells: ours (paper), in %. – = not run / not reported.")
+    ncol = len(metrics)
+    tex = ["\\begin{tabular}{l" + "c" * (len(head) - 1) + "}", "\\toprule",
+           " & " + " & ".join(f"\\multicolumn{{{ncol}}}{{c}}{{{g.upper()}}}" for g in graphs) + " \\\\",
+           row.capitalize() + " & " + " & ".join(LABELS[m] for _ in graphs for m in metrics) + " \\\\",
+           "\\midrule"]
+    tex += [" & ".join(b).replace("%", "\\%").replace("_", "\\_") + " \\\\" for b in body]
+    tex += ["\\bottomrule", "\\end{tabular}", "% cells: ours (paper), in %"]
+    return {"md": "\n".join(md) + "\n", "csv": data.to_csv(index=False), "tex": "\n".join(tex) + "\n"}
+
+
+def plot_backbones(data: pd.DataFrame) -> plt.Figure:
+    """Graphs x metrics grid of bars per backbone: ours solid, the paper's hatched beside it."""
+    graphs = _graph_sort(data["graph"])
+    metrics = [m for m in METRICS if m in set(data["metric"])]
+    backbones = list(dict.fromkeys(data["backbone"]))
+    fig, axes = plt.subplots(len(graphs), len(metrics), squeeze=False, sharey="row",
+                             figsize=(2.2 + 1.0 * len(backbones) * len(metrics) * 0.5, 2.8 * len(graphs)),
+                             constrained_layout=True)
+    xs = np.arange(len(backbones))
+    for i, g in enumerate(graphs):
+        for j, m in enumerate(metrics):
+            ax = axes[i][j]
+            d = data[(data.graph == g) & (data.metric == m)].set_index("backbone").reindex(backbones)
+            ax.bar(xs - 0.2, d["ours"].fillna(0), 0.4, color="#4C72B0", label="ours")
+            ax.bar(xs + 0.2, d["paper"].fillna(0), 0.4, color="#BBBBBB", hatch="//", label="paper")
+            ax.set_xticks(xs, backbones, rotation=60, ha="right", fontsize=7)
+            ax.set_title(f"{g.upper()} · {LABELS[m]}", fontsize=9)
+            if i == 0 and j == 0:
+                ax.legend(fontsize=7)
+    return fig
+
+
+# ------------------------------------------------------------------------------------- writing
+def save_figure(fig: plt.Figure, data: pd.DataFrame, out_dir: Path | str, stem: str) -> dict[str, Path]:
+    """Write <stem>.png, <stem>.pdf and the data as <stem>.csv; close the figure."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {ext: out / f"{stem}.{ext}" for ext in ("png", "pdf", "csv")}
+    fig.savefig(paths["png"], dpi=200, bbox_inches="tight")
+    fig.savefig(paths["pdf"], bbox_inches="tight")
+    plt.close(fig)
+    data.to_csv(paths["csv"], index=False)
+    return paths
+
+
+def save_table(texts: dict[str, str], out_dir: Path | str, stem: str) -> dict[str, Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for ext, text in texts.items():
+        paths[ext] = out / f"{stem}.{ext}"
+        paths[ext].write_text(text)
+    return paths
+
+
+def full_toolset(runs: pd.DataFrame) -> pd.DataFrame:
+    """ARK runs with every tool enabled."""
+    return runs[(runs["retriever"] == "ark") & (runs["ablation"] == "full")]
+
+
+def select_budget_runs(runs: pd.DataFrame, log=print) -> pd.DataFrame:
+    """The budget sweep among `runs`: full-toolset ARK runs, those of an experiment named
+    '*budget*' if any, and of one backbone (the one with most runs) if several."""
+    full = full_toolset(runs)
+    is_budget = full["experiment"].astype(str).str.contains("budget")
+    sweep = full[is_budget] if is_budget.any() else full
+    if sweep["backbone"].nunique() > 1:
+        top = sweep["backbone"].value_counts().index[0]
+        log(f"fig2_budget_heatmaps: several backbones, using {top!r}")
+        sweep = sweep[sweep["backbone"] == top]
+    return sweep
+
+
+def make_all(run_dirs: Sequence[Path | str], out_dir: Path | str,
+             paper_dir: Path = PAPER_DIR, log=print) -> dict[str, dict[str, Path]]:
+    """Every figure/table the given runs support; the others are skipped with the reason logged."""
+    dirs = find_run_dirs(run_dirs)
+    if not dirs:
+        raise ValueError(f"no run dirs (folders with predictions.jsonl) under {list(map(str, run_dirs))}")
+    runs = load_runs(dirs)
+    ark = runs[runs["retriever"] == "ark"]
+    # Figures 3 and 5 describe the full toolset's behaviour: ablated runs would skew the shares.
+    traj = load_trajectories(full_toolset(runs)["run_dir"], runs)
+    written: dict[str, dict[str, Path]] = {}
+    try:
+        cells = budget_data(select_budget_runs(runs, log), keep_largest=True)
+        if cells.empty:
+            log("fig2_budget_heatmaps: skipped (no ARK run with T_max and n in its config)")
+        else:
+            written["fig2_budget_heatmaps"] = save_figure(plot_budget_heatmaps(cells), cells, out_dir,
+                                                          "fig2_budget_heatmaps")
+    except ValueError as e:
+        log(f"fig2_budget_heatmaps: skipped ({e})")
+    if traj.empty:
+        log("fig3_tool_use, fig5_neighbor_calls: skipped (no ARK trajectories)")
+    else:
+        shares = tool_share_data(traj, load_stark_shares(paper_dir))
+        written["fig3_tool_use"] = save_figure(plot_tool_use(shares), shares, out_dir, "fig3_tool_use")
+        counts = neighbor_calls_data(traj)
+        written["fig5_neighbor_calls"] = save_figure(plot_neighbor_calls(counts), counts, out_dir,
+                                                     "fig5_neighbor_calls")
+    abl = ablation_data(ark, load_paper_table("table2_ablation", paper_dir))
+    if abl["ours"].notna().any():
+        written["table2_ablation"] = save_table(
+            comparison_table(abl, "setup", ("hit@1", "recall@20"), list(ABLATIONS), ABLATIONS),
+            out_dir, "table2_ablation")
+    else:
+        log("table2_ablation: skipped (no ARK run with a toolset setup)")
+    bb = backbone_data(ark, load_paper_table("backbones", paper_dir))
+    if bb["ours"].notna().any():
+        written["table_backbones"] = save_table(comparison_table(bb, "backbone", METRICS),
+                                                out_dir, "table_backbones")
+        written["fig4_backbones"] = save_figure(plot_backbones(bb), bb, out_dir, "fig4_backbones")
+    else:
+        log("fig4_backbones: skipped (no ARK run with a backbone in its config)")
+    for name, paths in written.items():
+        log(f"{name}: " + ", ".join(str(p) for p in paths.values()))
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run_dirs", nargs="+", type=Path, help="run dirs or folders holding them")
+    ap.add_argument("--out", type=Path, default=Path("results/figures"))
+    ap.add_argument("--paper-dir", type=Path, default=PAPER_DIR)
+    args = ap.parse_args(argv)
+    matplotlib.use("Agg")
+    make_all(args.run_dirs, args.out, args.paper_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""Self-contained HTML trajectory viewer for one run directory (no network, inline JS/CSS).
+
+Left: every query with status and metrics (filterable, click to open). Right: the chosen query's
+gold ids, the fused ranking with gold hits highlighted, then each agent's steps: tool, arguments,
+observation, node ids shown/selected, LLM and tool latency, tokens, the model's mistakes.
+
+    python -m experiments.viewer results/runs/<experiment>/<graph>/<run> --out viewer.html
+
+Reads predictions.jsonl and trajectories/<qid>.json (Trajectory.to_json() list, ark/trajectory.py).
+Large runs: --limit keeps the first N queries, --max-observation-chars trims each observation.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import yaml
+
+METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+
+
+def _parse_args(raw) -> object:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw                       # the model's malformed JSON is shown as it was sent
+    return raw
+
+
+def _trim(text: str | None, limit: int) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[:limit] + f"\n… [{len(text) - limit} more characters]"
+
+
+def _steps(traj: dict, max_chars: int) -> list[dict]:
+    out = []
+    for s in traj.get("steps", []):
+        calls = s.get("tool_calls") or []
+        obs = s.get("observations") or []
+        shown = s.get("node_ids") or []
+        resp = s.get("response") or {}
+        out.append({
+            "index": s.get("index"),
+            "content": _trim(resp.get("content"), max_chars),
+            "calls": [{"name": c.get("name") or c.get("function", {}).get("name"),
+                       "arguments": _parse_args(c.get("arguments") or c.get("function", {}).get("arguments")),
+                       "observation": _trim(obs[i] if i < len(obs) else "", max_chars),
+                       "node_ids": shown[i] if i < len(shown) else []}
+                      for i, c in enumerate(calls)],
+            "extra_observations": [_trim(o, max_chars) for o in obs[len(calls):]],
+            "llm_latency_s": s.get("llm_latency_s"), "tool_latency_s": s.get("tool_latency_s"),
+            "prompt_tokens": s.get("prompt_tokens"), "completion_tokens": s.get("completion_tokens"),
+            "error": s.get("error")})
+    return out
+
+
+def build_view(run_dir: Path | str, limit: int | None = None, max_observation_chars: int = 4000) -> dict:
+    """Everything the page shows, as plain JSON-able data."""
+    run_dir = Path(run_dir)
+    pfile = run_dir / "predictions.jsonl"
+    if not pfile.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a run dir: no predictions.jsonl "
+                                f"(expected results/runs/<experiment>/<graph>/<run>/)")
+    preds = [json.loads(line) for line in pfile.read_text().splitlines() if line.strip()]
+    preds = preds[:limit] if limit else preds
+    queries = []
+    for p in preds:
+        tfile = run_dir / (p.get("trajectory_file") or f"trajectories/{p['query_id']}.json")
+        trajs = json.loads(tfile.read_text()) if tfile.is_file() else []
+        queries.append({
+            "query_id": p["query_id"], "query": p.get("query", ""), "status": p.get("status", "ok"),
+            "error": p.get("error"), "metrics": {k: (p.get("metrics") or {}).get(k) for k in METRICS},
+            "latency_s": p.get("latency_s"), "prompt_tokens": p.get("prompt_tokens"),
+            "completion_tokens": p.get("completion_tokens"), "cost_usd": p.get("cost_usd"),
+            "gold": p.get("gold") or [], "ranking": p.get("ranking") or [],
+            "agents": [{"agent_index": t.get("agent_index", i), "stop_reason": t.get("stop_reason"),
+                        "error": t.get("error"), "selected": t.get("selected") or [],
+                        "tool_counts": (p.get("tool_counts") or [{}] * (i + 1))[i]
+                        if i < len(p.get("tool_counts") or []) else {},
+                        "steps": _steps(t, max_observation_chars)}
+                       for i, t in enumerate(trajs)]})
+    cfg_file, m_file = run_dir / "config.yaml", run_dir / "metrics.json"
+    return {"run": str(run_dir),
+            "config": yaml.safe_load(cfg_file.read_text()) if cfg_file.is_file() else {},
+            "summary": json.loads(m_file.read_text()) if m_file.is_file() else {},
+            "queries": queries}
+
+
+_CSS = """
+body{font:13px/1.4 system-ui,sans-serif;margin:0;display:flex;height:100vh;color:#222}
+#list{width:38%;overflow:auto;border-right:1px solid #ccc}#detail{flex:1;overflow:auto;padding:8px 16px}
+header{padding:8px;background:#f4f4f4;position:sticky;top:0}header input{width:95%}
+table{border-collapse:collapse;width:100%}td,th{padding:3px 6px;border-bottom:1px solid #eee;text-align:left;
+vertical-align:top}tr.q{cursor:pointer}tr.q:hover{background:#eef5ff}tr.q.active{background:#d8e8ff}
+tr.failed td{color:#a00}.num{text-align:right;font-variant-numeric:tabular-nums}
+.node{display:inline-block;padding:0 4px;margin:1px;border-radius:3px;background:#eee;font-family:monospace}
+.node.gold{background:#74c69d;font-weight:bold}.agent{border:1px solid #ccc;border-radius:4px;margin:10px 0;padding:6px}
+pre{white-space:pre-wrap;margin:0;font-size:12px;max-height:300px;overflow:auto;background:#fafafa}
+.err{color:#a00}.tool{font-weight:bold;font-family:monospace}.muted{color:#777}
+"""
+
+_JS = r"""
+const D = JSON.parse(document.getElementById('data').textContent);
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) { if (k === 'class') e.className = v; else e.setAttribute(k, v); }
+  for (const k of kids.flat()) e.append(k instanceof Node ? k : document.createTextNode(k == null ? '' : String(k)));
+  return e;
+}
+const fmt = v => (v == null ? '–' : (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : String(v)));
+function nodes(ids, gold) {
+  return el('span', {}, (ids || []).map(i => el('span', {class: 'node' + (gold.has(i) ? ' gold' : ''), 'data-node': i}, i)));
+}
+function args(a, gold) {
+  if (a == null || typeof a !== 'object') return el('pre', {}, fmt(a));
+  const box = el('div', {});
+  for (const [k, v] of Object.entries(a)) {
+    const isIds = Array.isArray(v) && v.every(x => Number.isInteger(x));
+    box.append(el('div', {}, el('span', {class: 'muted'}, k + ': '), isIds ? nodes(v, gold) : JSON.stringify(v)));
+  }
+  return box;
+}
+function showQuery(qid) {
+  const q = D.queries.find(x => String(x.query_id) === String(qid));
+  if (!q) return;
+  document.querySelectorAll('tr.q').forEach(r => r.classList.toggle('active', r.dataset.qid === String(qid)));
+  const gold = new Set(q.gold);
+  const d = document.getElementById('detail');
+  d.replaceChildren();
+  d.append(el('h2', {}, 'Query ' + q.query_id), el('p', {}, q.query));
+  if (q.error) d.append(el('p', {class: 'err'}, 'error: ' + q.error));
+  d.append(el('p', {}, METRICS.map(m => m + ' ' + fmt(q.metrics[m])).join(' · '),
+    ` · latency ${fmt(q.latency_s)} s · tokens ${fmt(q.prompt_tokens)}+${fmt(q.completion_tokens)} · $${fmt(q.cost_usd)}`));
+  d.append(el('div', {}, el('b', {}, 'Gold: '), nodes(q.gold, gold)));
+  d.append(el('div', {id: 'ranking'}, el('b', {}, 'Fused ranking: '), nodes(q.ranking, gold)));
+  for (const a of q.agents) {
+    const box = el('div', {class: 'agent', 'data-agent': a.agent_index},
+      el('h3', {}, `Agent ${a.agent_index}`, el('span', {class: 'muted'}, ` stop: ${a.stop_reason} · tools: ${JSON.stringify(a.tool_counts)}`)),
+      el('div', {}, el('b', {}, 'Selected: '), nodes(a.selected, gold)));
+    if (a.error) box.append(el('p', {class: 'err'}, a.error));
+    const t = el('table', {class: 'steps'}, el('tr', {}, ['#', 'tool', 'arguments', 'observation', 'nodes shown',
+      'LLM s', 'tool s', 'tokens in/out'].map(h => el('th', {}, h))));
+    for (const s of a.steps) {
+      const calls = s.calls.length ? s.calls : [{name: '(no tool call)', arguments: null, observation: (s.extra_observations || []).join('\n'), node_ids: []}];
+      calls.forEach((c, i) => t.append(el('tr', {class: 'step'},
+        el('td', {}, i ? '' : s.index), el('td', {class: 'tool'}, c.name), el('td', {}, args(c.arguments, gold)),
+        el('td', {}, el('details', {}, el('summary', {}, (c.observation || '').slice(0, 80)), el('pre', {}, c.observation))),
+        el('td', {}, nodes(c.node_ids, gold)),
+        el('td', {class: 'num'}, i ? '' : fmt(s.llm_latency_s)), el('td', {class: 'num'}, i ? '' : fmt(s.tool_latency_s)),
+        el('td', {class: 'num'}, i ? '' : `${fmt(s.prompt_tokens)}/${fmt(s.completion_tokens)}`))));
+      if (s.content) t.append(el('tr', {}, el('td', {}), el('td', {colspan: 7}, el('pre', {class: 'muted'}, s.content))));
+      if (s.error) t.append(el('tr', {}, el('td', {}), el('td', {colspan: 7, class: 'err'}, s.error)));
+    }
+    box.append(t);
+    d.append(box);
+  }
+  history.replaceState(null, '', '#q=' + q.query_id);
+}
+const METRICS = ['hit@1', 'hit@5', 'recall@20', 'mrr'];
+function renderList(filter) {
+  const tb = document.getElementById('rows');
+  tb.replaceChildren();
+  for (const q of D.queries) {
+    if (filter && !(String(q.query_id) + ' ' + q.query).toLowerCase().includes(filter.toLowerCase())) continue;
+    const r = el('tr', {class: 'q' + (q.status !== 'ok' ? ' failed' : ''), 'data-qid': String(q.query_id)},
+      el('td', {}, q.query_id), el('td', {}, (q.query || '').slice(0, 90)), el('td', {}, q.status),
+      METRICS.map(m => el('td', {class: 'num'}, fmt(q.metrics[m]))), el('td', {class: 'num'}, fmt(q.latency_s)));
+    r.addEventListener('click', () => showQuery(q.query_id));
+    tb.append(r);
+  }
+}
+document.getElementById('filter').addEventListener('input', e => renderList(e.target.value));
+renderList('');
+const m = location.hash.match(/q=([^&]+)/);
+if (m) showQuery(decodeURIComponent(m[1]));
+"""
+
+
+def render_html(view: dict) -> str:
+    """The page: data as inline JSON (</ escaped), CSS and JS inline, no external resources."""
+    data = json.dumps(view, default=str).replace("</", "<\\/")
+    summary = view.get("summary") or {}
+    means = " · ".join(f"{k.split('/')[-1]} {v['mean']:.3f}" for k, v in (summary.get("metrics") or {}).items()
+                       if isinstance(v, dict) and isinstance(v.get("mean"), (int, float)))
+    head = f"{len(view['queries'])} queries" + (f" · {means}" if means else "")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<title>ARK trajectories: {html.escape(view['run'])}</title><style>{_CSS}</style></head>
+<body><div id="list"><header><b>{html.escape(view['run'])}</b><br><span class="muted">{html.escape(head)}</span><br>
+<input id="filter" placeholder="filter by id or text"></header>
+<table><thead><tr><th>id</th><th>query</th><th>status</th><th>Hit@1</th><th>Hit@5</th><th>R@20</th><th>MRR</th>
+<th>s</th></tr></thead><tbody id="rows"></tbody></table></div>
+<div id="detail"><p class="muted">Click a query to see each agent's steps.</p></div>
+<script id="data" type="application/json">{data}</script>
+<script>{_JS}</script></body></html>
+"""
+
+
+def write_viewer(run_dir: Path | str, out: Path | str, limit: int | None = None,
+                 max_observation_chars: int = 4000) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(build_view(run_dir, limit, max_observation_chars)), encoding="utf-8")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--out", type=Path, default=Path("viewer.html"))
+    ap.add_argument("--limit", type=int, default=None, help="first N queries only")
+    ap.add_argument("--max-observation-chars", type=int, default=4000)
+    args = ap.parse_args(argv)
+    path = write_viewer(args.run_dir, args.out, args.limit, args.max_observation_chars)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

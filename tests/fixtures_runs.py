@@ -1,0 +1,246 @@
+"""Synthetic run directories in the evaluation runner's format, for figure/viewer/notebook tests.
+
+Writes exactly what /work/contracts.md ("Run directory") promises ark/runner.py writes:
+config.yaml, predictions.jsonl, trajectories/<qid>.json (list of Trajectory.to_json() dicts),
+metrics.json and per_query.csv, with values chosen by the test so expectations are known.
+
+    from tests.fixtures_runs import QuerySpec, write_run, budget_grid
+    run = write_run(tmp / "budget/demo/ark-gpt-4.1-t10n3-full", config, [QuerySpec(...), ...])
+
+Also runnable to make a demo results tree for the notebooks by hand:
+    python -m tests.fixtures_runs results/runs_synthetic
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+
+
+@dataclass
+class QuerySpec:
+    """One query of a synthetic run; every value the figures read is set here."""
+
+    query_id: int
+    gold: list[int]
+    agent_rankings: list[list[int]]          # one selected list per agent
+    tool_counts: list[dict[str, int]]        # per agent: {"search_graph": n, "explore_neighbors": m}
+    latency_s: float = 1.0
+    status: str = "ok"                       # "ok" | "failed"
+    text: str = ""
+    ranking: list[int] | None = None         # fused ranking; default: vote fusion of agent_rankings
+
+
+def vote_fuse(rankings: list[list[int]], top: int = 20) -> list[int]:
+    """Votes first, then earliest position in any agent's list (the paper's fusion rule)."""
+    votes: dict[int, int] = {}
+    first: dict[int, int] = {}
+    for r in rankings:
+        for pos, node in enumerate(r):
+            votes[node] = votes.get(node, 0) + 1
+            first[node] = min(first.get(node, pos), pos)
+    return sorted(votes, key=lambda n: (-votes[n], first[n], n))[:top]
+
+
+def query_metrics(ranking: list[int], gold: list[int]) -> dict[str, float]:
+    """Hit@1, Hit@5, Recall@20, MRR of one ranked list against its gold set."""
+    g = set(gold)
+    hits = [i for i, n in enumerate(ranking) if n in g]
+    return {
+        "hit@1": float(bool(hits) and hits[0] < 1),
+        "hit@5": float(bool(hits) and hits[0] < 5),
+        "recall@20": len(g & set(ranking[:20])) / len(g) if g else 0.0,
+        "mrr": 1.0 / (hits[0] + 1) if hits else 0.0,
+    }
+
+
+def _trajectory(q: QuerySpec, agent: int) -> dict:
+    """A Trajectory.to_json()-shaped dict whose tool calls match q.tool_counts[agent]."""
+    counts = q.tool_counts[agent]
+    names = ["search_graph"] * counts.get("search_graph", 0) + \
+        ["explore_neighbors"] * counts.get("explore_neighbors", 0)
+    steps, messages = [], [{"role": "system", "content": "You explore a knowledge graph."},
+                           {"role": "user", "content": q.text or f"query {q.query_id}"}]
+    selected = q.agent_rankings[agent]
+    calls = [(n, {"query": f"sub-query {i}", "k": 5} if n == "search_graph" else
+              {"node_id": (selected or [0])[0], "query": f"neighbors {i}", "node_types": ["paper"]})
+             for i, n in enumerate(names)]
+    calls += [("select", {"node_ids": selected}), ("finish", {})]
+    for i, (name, args) in enumerate(calls):
+        call = {"id": f"call_{agent}_{i}", "name": name, "arguments": json.dumps(args)}
+        obs = (f"Selected {len(selected)} nodes." if name == "select" else
+               "Finished." if name == "finish" else
+               f"Results for {name}: node {1000 + i} (score 3.2), node {1001 + i} (score 2.1)")
+        response = {"content": None, "tool_calls": [call], "prompt_tokens": 100 + 10 * i,
+                    "completion_tokens": 20, "latency_s": 0.25, "cached": False}
+        shown = [] if name in ("select", "finish") else [1000 + i, 1001 + i]
+        steps.append({"index": i, "response": response, "tool_calls": [call], "observations": [obs],
+                      "llm_latency_s": 0.25, "tool_latency_s": 0.01, "prompt_tokens": 100 + 10 * i,
+                      "completion_tokens": 20, "error": None, "node_ids": [shown], "overhead_s": 0.01})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call["id"], "type": "function",
+             "function": {"name": name, "arguments": call["arguments"]}}]})
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": obs})
+    return {"query_id": q.query_id, "agent_index": agent, "query": q.text or f"query {q.query_id}",
+            "prompt_version": "synthetic", "messages": messages, "tools": [], "steps": steps,
+            "selected": selected, "stop_reason": "finish", "error": None, "wall_s": 0.26 * len(steps)}
+
+
+def make_config(graph: str, t_max: int = 20, n_agents: int = 3, backbone: str = "gpt-4.1",
+                ablation: str = "full", retriever: str = "ark", experiment: str = "budget") -> dict:
+    """A resolved run config like the runner's config.yaml (Hydra groups as nested dicts)."""
+    flags = {"full": (True, True, True), "no_neighbors": (False, True, True),
+             "no_query": (True, False, True), "no_filter": (True, True, False)}[ablation]
+    return {"experiment": experiment, "split": "test",
+            "graph": {"name": graph},
+            "retriever": {"name": retriever},
+            "backbone": {"name": backbone, "model": backbone},
+            "budget": {"name": f"t{t_max}-n{n_agents}", "max_steps": t_max, "n_agents": n_agents},
+            "ablation": {"name": ablation, "neighbors": flags[0], "neighbor_query": flags[1],
+                         "type_filter": flags[2]}}
+
+
+def write_run(run_dir: Path, config: dict, queries: list[QuerySpec]) -> Path:
+    """Write one run directory; returns it. metrics.json means are over all queries (failed = 0)."""
+    run_dir = Path(run_dir)
+    (run_dir / "trajectories").mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    rows = []
+    with open(run_dir / "predictions.jsonl", "w") as f:
+        for q in queries:
+            ok = q.status == "ok"
+            ranking = (q.ranking if q.ranking is not None else vote_fuse(q.agent_rankings)) if ok else []
+            m = query_metrics(ranking, q.gold)
+            traj_file = f"trajectories/{q.query_id}.json"
+            trajs = [_trajectory(q, a) for a in range(len(q.agent_rankings))]
+            (run_dir / traj_file).write_text(json.dumps(trajs))
+            row = {"query_id": q.query_id, "query": q.text or f"synthetic query {q.query_id}",
+                   "status": q.status, "error": None if ok else "RuntimeError: synthetic failure",
+                   "ranking": ranking, "agent_rankings": q.agent_rankings if ok else [],
+                   "gold": q.gold, "metrics": m, "latency_s": q.latency_s,
+                   "prompt_tokens": 1000, "completion_tokens": 100, "cost_usd": 0.001,
+                   "tool_counts": q.tool_counts, "trajectory_file": traj_file}
+            rows.append(row)
+            f.write(json.dumps(row) + "\n")
+    n = len(rows)
+    means = {k: float(np.mean([r["metrics"][k] for r in rows])) if n else 0.0 for k in METRICS}
+    tot = {t: sum(c.get(t, 0) for r in rows for c in r["tool_counts"])
+           for t in ("search_graph", "explore_neighbors")}
+    total = sum(tot.values()) or 1
+    lat = [r["latency_s"] for r in rows]
+    metrics = {"n": n, "n_failed": sum(r["status"] != "ok" for r in rows), "complete": True,
+               "metrics": {f"test/{k}": {"mean": v, "ci_low": v, "ci_high": v} for k, v in means.items()},
+               "tool_share": {t: c / total for t, c in tot.items()},
+               "latency_s": {"mean": float(np.mean(lat)) if lat else 0.0,
+                             "p50": float(np.median(lat)) if lat else 0.0},
+               "tokens": {"prompt": 1000 * n, "completion": 100 * n}, "cost_usd": 0.001 * n}
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    with open(run_dir / "per_query.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["query_id", "status", *METRICS, "latency_s"])
+        for r in rows:
+            w.writerow([r["query_id"], r["status"], *(r["metrics"][k] for k in METRICS), r["latency_s"]])
+    return run_dir
+
+
+def random_queries(rng: np.random.Generator, n_queries: int, n_agents: int, p_hit: float,
+                   neighbor_rate: float, latency_s: float) -> list[QuerySpec]:
+    """Queries whose agents hit the gold with probability p_hit and call neighbors at neighbor_rate."""
+    out = []
+    for qid in range(n_queries):
+        gold = [int(10_000 + qid)]
+        rankings, counts = [], []
+        for _ in range(n_agents):
+            hit = rng.random() < p_hit
+            others = [int(x) for x in rng.choice(5000, size=6, replace=False)]
+            rankings.append(([gold[0]] + others[:4]) if hit else others)
+            calls = int(rng.integers(1, 8))
+            nb = int(rng.binomial(calls, neighbor_rate))
+            counts.append({"search_graph": calls - nb, "explore_neighbors": nb})
+        out.append(QuerySpec(qid, gold, rankings, counts, latency_s=float(latency_s * (0.8 + 0.4 * rng.random())),
+                             text=f"Which node answers synthetic question {qid}?"))
+    return out
+
+
+def budget_grid(root: Path, graphs=("demo",), t_maxes=(5, 10, 20), n_agents=(1, 2, 3),
+                n_queries: int = 12, seed: int = 0) -> list[Path]:
+    """A budget sweep (experiment 'budget') plus one ablation sweep, like the paper's runs."""
+    rng = np.random.default_rng(seed)
+    dirs = []
+    for g in graphs:
+        rate = {"amazon": 0.15, "mag": 0.65, "prime": 0.5}.get(g, 0.4)
+        for t in t_maxes:
+            for n in n_agents:
+                cfg = make_config(g, t, n)
+                qs = random_queries(rng, n_queries, n, p_hit=min(0.9, 0.3 + 0.02 * t + 0.1 * n),
+                                    neighbor_rate=rate, latency_s=0.5 * t + 0.3 * n)
+                dirs.append(write_run(Path(root) / "budget" / g / f"ark-gpt-4.1-t{t}-n{n}-full", cfg, qs))
+        for abl in ("full", "no_neighbors", "no_query", "no_filter"):
+            cfg = make_config(g, 20, 3, ablation=abl, experiment="ablation")
+            qs = random_queries(rng, n_queries, 3, p_hit=0.7 if abl == "full" else 0.5,
+                                neighbor_rate=0.0 if abl == "no_neighbors" else rate, latency_s=8.0)
+            dirs.append(write_run(Path(root) / "ablation" / g / f"ark-gpt-4.1-t20-n3-{abl}", cfg, qs))
+        for bb in ("qwen3-8b", "qwen3-8b-600", "gpt-4.1"):
+            cfg = make_config(g, 20, 3, backbone=bb, experiment="backbone")
+            qs = random_queries(rng, n_queries, 3, p_hit=0.4 if bb == "qwen3-8b" else 0.7,
+                                neighbor_rate=rate, latency_s=8.0)
+            dirs.append(write_run(Path(root) / "backbone" / g / f"ark-{bb}-t20-n3-full", cfg, qs))
+    return dirs
+
+
+def real_run(runs_root: Path, overrides: list[str], queries: list[QuerySpec]) -> Path:
+    """A run dir written by the real code path: the Hydra config composed from conf/ (written as
+    experiments/run.py writes it, with run.json) and ark.runner.run_queries over a stand-in retriever
+    that returns ark.retrieval.Retrieval objects holding real ark.trajectory.Trajectory records.
+    Only the LLM and the graph are stood in for. Needs ark.runner, ark.trajectory, experiments.run."""
+    from omegaconf import OmegaConf, open_dict
+
+    from ark import runner
+    from ark.retrieval import Retrieval
+    from ark.trajectory import Trajectory
+    from experiments import run as er
+
+    cfg = er.compose([*overrides, f"paths.runs={runs_root}", "progress=false", "n_boot=20"])
+    info = er.run_info(cfg)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open_dict(cfg):
+        cfg.pop("hydra")
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))))
+    (out / "run.json").write_text(json.dumps(info, indent=1))
+    by_text = {q.text or f"query {q.query_id}": q for q in queries}
+
+    class StandIn:
+        async def aretrieve(self, query: str, query_id=""):
+            q = by_text[query]
+            if q.status != "ok":
+                raise RuntimeError("synthetic failure")
+            trajs = [Trajectory.from_json(_trajectory(q, a)) for a in range(len(q.agent_rankings))]
+            return Retrieval(ranking=q.ranking if q.ranking is not None else vote_fuse(q.agent_rankings),
+                             agent_rankings=q.agent_rankings, trajectories=trajs, latency_s=q.latency_s,
+                             prompt_tokens=1000, completion_tokens=100, cost_usd=0.001)
+
+    @dataclass(frozen=True)
+    class Q:
+        id: int
+        text: str
+        answer_ids: tuple
+
+    qs = [Q(q.query_id, q.text or f"query {q.query_id}", tuple(q.gold)) for q in queries]
+    settings = runner.RunSettings(out_dir=out, concurrency=4, top=cfg.retriever.top, n_boot=20,
+                                  progress=False, extra=info)
+    runner.run_queries(StandIn(), qs, settings)
+    return out
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "results/runs_synthetic")
+    made = budget_grid(target, graphs=("amazon", "mag", "prime"))
+    print(f"wrote {len(made)} synthetic run dirs under {target}")

@@ -1,0 +1,131 @@
+"""Trajectory viewer (experiments/viewer.py): its data, its self-containment, and the page in
+headless Chromium (Debian's `chromium` + the `playwright` Python package; skipped without them)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from experiments import viewer as V
+
+try:
+    from tests.fixtures_runs import QuerySpec, make_config, write_run
+except ImportError:
+    from fixtures_runs import QuerySpec, make_config, write_run
+
+CHROMIUM = "/usr/bin/chromium"
+EVIL = "</script><img src=x onerror=alert(1)> & <b>bold</b>"
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    qs = [QuerySpec(11, [7, 8], [[7, 1, 2], [3, 8]], [{"search_graph": 2, "explore_neighbors": 1},
+                                                      {"search_graph": 1, "explore_neighbors": 0}],
+                    latency_s=2.5, text="Which papers by X cite Y?"),
+          QuerySpec(12, [9], [[1, 2]], [{"search_graph": 1}], text=EVIL),
+          QuerySpec(13, [5], [[5]], [{"search_graph": 1}], status="failed")]
+    return write_run(tmp_path / "budget" / "mag" / "ark-gpt-4.1-t20-n3-full", make_config("mag"), qs)
+
+
+def test_build_view_has_steps_metrics_and_gold(run):
+    view = V.build_view(run)
+    q = {x["query_id"]: x for x in view["queries"]}
+    assert list(q) == [11, 12, 13]
+    a0, a1 = q[11]["agents"]
+    # 2 search + 1 neighbors + select + finish
+    assert [c["name"] for s in a0["steps"] for c in s["calls"]] == \
+        ["search_graph", "search_graph", "explore_neighbors", "select", "finish"]
+    assert a0["steps"][3]["calls"][0]["arguments"] == {"node_ids": [7, 1, 2]}   # parsed JSON arguments
+    assert a0["selected"] == [7, 1, 2] and a1["selected"] == [3, 8]
+    assert q[11]["gold"] == [7, 8] and q[11]["metrics"]["hit@5"] == 1.0
+    assert q[13]["status"] == "failed" and q[13]["error"]
+    assert V.build_view(run, limit=1)["queries"][0]["query_id"] == 11
+
+
+def test_long_observations_are_trimmed(run):
+    view = V.build_view(run, max_observation_chars=10)
+    obs = view["queries"][0]["agents"][0]["steps"][0]["calls"][0]["observation"]
+    assert obs.startswith("Results fo") and "more characters" in obs
+
+
+def test_html_is_self_contained_and_escapes_data(run, tmp_path):
+    page = V.write_viewer(run, tmp_path / "v.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "<link" not in page and "@import" not in page
+    # the data block cannot close the script tag early
+    data = page.split('<script id="data" type="application/json">')[1].split("</script>")[0]
+    assert "<\\/script>" in data
+
+
+def test_bad_run_dir_names_the_expected_layout(tmp_path):
+    with pytest.raises(FileNotFoundError, match="predictions.jsonl"):
+        V.build_view(tmp_path)
+
+
+def _browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download)")
+    return sync_api
+
+
+def test_viewer_in_headless_chromium(run, tmp_path):
+    sync_api = _browser()
+    page_file = V.write_viewer(run, tmp_path / "viewer.html")
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: errors.append(f"network: {r.url}")
+                    if not r.url.startswith(("file:", "data:", "about:")) else None)
+            page.goto(page_file.as_uri())
+            assert page.locator("tr.q").count() == 3
+            assert page.locator("tr.q.failed").count() == 1
+            page.click('tr.q[data-qid="11"]')
+            assert page.locator(".agent").count() == 2
+            assert page.locator("tr.step").count() == 5 + 3                 # agent 0: 5 calls, agent 1: 3
+            assert page.locator(".agent[data-agent='0'] .tool").all_inner_texts()[:3] == \
+                ["search_graph", "search_graph", "explore_neighbors"]
+            gold = page.locator("#ranking .node.gold").all_inner_texts()
+            assert sorted(gold) == ["7", "8"]                               # both gold ids in the fusion
+            assert "Which papers by X cite Y?" in page.inner_text("#detail")
+            shot = tmp_path / "viewer.png"
+            page.screenshot(path=str(shot))
+            assert shot.stat().st_size > 10_000
+            # hostile query text shows as text, not markup
+            page.click('tr.q[data-qid="12"]')
+            assert EVIL in page.inner_text("#detail")
+            assert page.locator("#detail img").count() == 0
+            # the filter box narrows the list
+            page.fill("#filter", "papers by X")
+            assert page.locator("tr.q").count() == 1
+        finally:
+            browser.close()
+    assert errors == []
+
+
+def test_viewer_reads_real_runner_output(tmp_path):
+    """Trajectories written by ark.runner from real ark.trajectory.Trajectory records."""
+    for mod in ("ark.runner", "ark.retrieval", "ark.trajectory", "experiments.run"):
+        pytest.importorskip(mod, reason=f"{mod} not importable yet")
+    try:
+        from tests.fixtures_runs import real_run
+    except ImportError:
+        from fixtures_runs import real_run
+    qs = [QuerySpec(3, [7], [[7, 1], [2]], [{"search_graph": 1, "explore_neighbors": 2}, {"search_graph": 1}],
+                    text="q three"),
+          QuerySpec(4, [9], [[1]], [{"search_graph": 1}], text="q four", status="failed")]
+    d = real_run(tmp_path / "runs", ["graph=prime"], qs)
+    view = V.build_view(d)
+    q = {x["query_id"]: x for x in view["queries"]}
+    assert [c["name"] for s in q[3]["agents"][0]["steps"] for c in s["calls"]] == \
+        ["search_graph", "explore_neighbors", "explore_neighbors", "select", "finish"]
+    assert q[3]["agents"][0]["steps"][0]["calls"][0]["node_ids"] == [1000, 1001]
+    assert q[4]["status"] == "failed" and q[4]["agents"] == [] and "synthetic failure" in q[4]["error"]
+    assert view["summary"]["n"] == 2
+    assert "q three" in V.render_html(view)
