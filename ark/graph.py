@@ -81,8 +81,9 @@ class KnowledgeGraph:
         self.candidate_ids = candidate_ids
         self._indptr, self._nbr, self._rel, self._out = indptr, nbr, rel, out
         self._texts = texts
-        self._name_col = texts.column("name").combine_chunks()
-        self._text_col = texts.column("text").combine_chunks()
+        # A single chunk is used as is: combining would copy a memory-mapped column into RAM.
+        self._name_col = _one_chunk(texts.column("name"))
+        self._text_col = _one_chunk(texts.column("text"))
         self._type_index = {t: i for i, t in enumerate(self.node_type_names)}
         self._rel_index = {r: i for i, r in enumerate(self.relation_names)}
         self.meta = meta or {}
@@ -124,20 +125,30 @@ class KnowledgeGraph:
         if n and (node_types.min() < 0 or node_types.max() >= len(node_type_names)):
             raise ValueError(f"node type id outside 0..{len(node_type_names) - 1}")
 
-        owner = np.concatenate([src, dst])
-        nbr = np.concatenate([dst, src])
-        # Stable order within a node: by neighbor id, then outgoing before incoming, then relation.
-        order = np.lexsort((np.concatenate([rel, rel]), np.concatenate([np.zeros_like(src), np.ones_like(dst)]), nbr, owner))
-        del nbr
-        owner_sorted = owner[order]
-        del owner
+        e = len(src)
+        r = max(len(relation_names), 1)
+        nbr_dtype = np.int32 if n < 2**31 else np.int64
+        if n * n * 2 * r < 2**62:
+            # One int64 key per (owner, neighbor, incoming, relation) row: a single sort, then decode.
+            key = np.concatenate([((src * n + dst) * 2) * r + rel, ((dst * n + src) * 2 + 1) * r + rel])
+            key.sort()
+            rel_arr = (key % r).astype(np.int16)
+            key //= r
+            out_arr = (key % 2) == 0
+            key //= 2
+            nbr_arr = (key % n).astype(nbr_dtype)
+            key //= n
+            owner_sorted = key
+        else:  # graphs too large for one key: lexicographic sort over the four columns
+            owner = np.concatenate([src, dst])
+            order = np.lexsort((np.concatenate([rel, rel]), np.r_[np.zeros(e, np.int8), np.ones(e, np.int8)],
+                                np.concatenate([dst, src]), owner))
+            owner_sorted = owner[order]
+            nbr_arr = np.where(order < e, dst[order % e], src[order % e]).astype(nbr_dtype)
+            rel_arr = rel[order % e].astype(np.int16)
+            out_arr = order < e
         indptr = index2ptr(torch.from_numpy(owner_sorted), size=n).numpy().astype(np.int64)
         del owner_sorted
-        e = len(src)
-        nbr_dtype = np.int32 if n < 2**31 else np.int64
-        nbr_arr = np.where(order < e, dst[order % e], src[order % e]).astype(nbr_dtype)
-        rel_arr = rel[order % e].astype(np.int16)
-        out_arr = order < e
         cand = np.arange(n, dtype=np.int64) if candidate_ids is None else np.asarray(candidate_ids, dtype=np.int64)
         table = pa.table({"name": pa.array(list(names), pa.large_string()), "text": pa.array(list(texts), pa.large_string())})
         meta = {"num_stored_edges": int(e), "source_fingerprint": source_fingerprint}
@@ -341,6 +352,10 @@ def group_neighbors(edges: NeighborEdges) -> tuple[np.ndarray, list[list[tuple[i
     outs = edges.outgoing.tolist()
     links = [list(zip(rels[a:b], outs[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
     return edges.nodes[starts], links
+
+
+def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
 def _sample_digest(arr: np.ndarray, blocks: int = 64, block_bytes: int = 65536) -> str:
