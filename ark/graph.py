@@ -30,8 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import torch
-from torch_geometric.utils.sparse import index2ptr
 
 CACHE_VERSION = 1
 _ARRAYS = ("indptr", "nbr", "rel", "out", "node_types", "candidate_ids")
@@ -147,6 +145,9 @@ class KnowledgeGraph:
             nbr_arr = np.where(order < e, dst[order % e], src[order % e]).astype(nbr_dtype)
             rel_arr = rel[order % e].astype(np.int16)
             out_arr = order < e
+        import torch  # imported here: torch and torch_geometric take seconds to import
+        from torch_geometric.utils.sparse import index2ptr
+
         indptr = index2ptr(torch.from_numpy(owner_sorted), size=n).numpy().astype(np.int64)
         del owner_sorted
         cand = np.arange(n, dtype=np.int64) if candidate_ids is None else np.asarray(candidate_ids, dtype=np.int64)

