@@ -1,0 +1,437 @@
+"""LLM backbones: one async OpenAI-compatible chat client, configured per backbone.
+
+Providers (``BackboneConfig.provider``):
+
+- ``openai``  — api.openai.com; key from ``OPENAI_API_KEY``.
+- ``azure``   — Azure OpenAI; key from ``AZURE_OPENAI_API_KEY``, endpoint from
+  ``AZURE_OPENAI_ENDPOINT`` (or ``base_url``); ``model`` is the deployment name.
+- ``vllm``    — ``vllm serve`` (``scripts/serve_vllm.sh``); ``base_url`` like
+  ``http://127.0.0.1:8000/v1``; Qwen3 wants ``extra_body={"chat_template_kwargs":
+  {"enable_thinking": False}}``.
+- ``local``   — llama-cpp-python's server started by ``ark.local_server.LocalServer``.
+
+Keys come from the environment only; they never appear in configs, reprs or logs.
+
+    client = LLMClient(BackboneConfig(name="gpt-4.1", model="gpt-4.1", provider="openai"),
+                       cache="data/cache/llm.sqlite")
+    resp = await client.chat(messages, tools, agent_index=0)    # -> ChatResponse
+    resp.tool_calls[0].name, resp.tool_calls[0].arguments        # raw JSON string
+
+Errors raised by ``chat`` (all subclass ``LLMError``):
+
+- ``LLMTransportError`` — the call could not be completed: timeouts, 408/409/429/5xx and
+  connection errors after ``max_retries`` retries (exponential backoff with jitter, honouring
+  ``Retry-After``), or at once for any other non-OK HTTP status (401, 404, 400 ...). The agent
+  records it and ends the trajectory.
+- ``ContextLengthError`` — the prompt exceeds the model's window (not retried). The agent
+  shortens the oldest observations and retries once.
+
+The SDK's own retries are off (``max_retries=0``), so the retries here are the only ones.
+With a ``ResponseCache`` a repeated request makes no HTTP call and returns the stored reply
+(tokens, latency and all) with ``cached=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import os
+import random
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+
+from ark.llm_cache import ResponseCache, cache_key
+from ark.pricing import Price, resolve_price
+
+log = logging.getLogger(__name__)
+
+PROVIDERS = ("openai", "azure", "vllm", "local")
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
+TOOL_CHOICES = ("required", "auto", "none")
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+_CONTEXT_RE = re.compile(
+    r"context[_ ]length|maximum context|context window|maximum model length|"
+    r"too many tokens|prompt is too long|exceeds? (the )?(model'?s? )?(max|context)",
+    re.IGNORECASE,
+)
+
+
+class LLMError(Exception):
+    """Base of every error this module raises."""
+
+
+class MissingCredentialsError(LLMError):
+    """An environment variable the backbone needs (API key, endpoint) is not set."""
+
+
+class LLMTransportError(LLMError):
+    """The call failed for a reason outside the model's control (see module doc)."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1):
+        super().__init__(message)
+        self.status_code = status_code
+        self.attempts = attempts
+
+
+class ContextLengthError(LLMError):
+    """The request does not fit the model's context window."""
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON string from the model (may be malformed: the agent checks)
+
+    def to_message(self) -> dict:
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class ChatResponse:
+    content: str | None
+    tool_calls: list[ToolCall]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float  # wall time of chat(), retries and backoff included
+    cached: bool  # True: replayed from the cache, no HTTP call made
+    finish_reason: str | None = None
+    model: str = ""
+    cost_usd: float = 0.0  # estimated from the price table (also for cached replies)
+    attempts: int = 1  # HTTP attempts the original call took
+
+    def to_message(self) -> dict:
+        """The assistant message to append to the conversation."""
+        # "" not None: llama.cpp's server rejects a null assistant content; OpenAI/vLLM accept ""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
+        if self.tool_calls:
+            msg["tool_calls"] = [tc.to_message() for tc in self.tool_calls]
+        return msg
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ChatResponse":
+        d = dict(d)
+        d["tool_calls"] = [ToolCall(**tc) for tc in d.get("tool_calls", [])]
+        return cls(**d)
+
+
+def _plain(x: Any) -> Any:
+    """Deep-convert mappings/sequences (e.g. OmegaConf containers) to dict/list."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, Sequence) and not isinstance(x, (str, bytes)):
+        return [_plain(v) for v in x]
+    return x
+
+
+@dataclass
+class BackboneConfig:
+    """One LLM backbone. Holds the *names* of secret env vars, never their values."""
+
+    name: str = "local"  # label in run names and reports, e.g. "gpt-4.1", "qwen3-8b"
+    model: str = "local"  # model id sent in requests (Azure: the deployment name)
+    provider: str = "local"  # one of PROVIDERS
+    base_url: str | None = None  # required for vllm/local; Azure: endpoint (else from env)
+    api_key_env: str | None = None  # env var holding the key; default per provider
+    endpoint_env: str = "AZURE_OPENAI_ENDPOINT"  # Azure endpoint env var when base_url is unset
+    api_version: str = "2024-10-21"  # Azure API version
+    temperature: float = 0.0  # 0 for evaluation, 0.7 for distillation teachers
+    top_p: float | None = None
+    max_tokens: int = 1024  # completion tokens per call
+    seed: int | None = 0  # sent when not None (OpenAI, vLLM and llama.cpp honour it)
+    supports_tool_choice: bool = True  # False: never send tool_choice (backend default "auto")
+    # what to send when the caller asks for "required". None: "auto" for provider local
+    # (llama.cpp's chatml-function-calling answers "required" with HTTP 500, but its "auto" is
+    # grammar-constrained to a tool call or a message), else "required"
+    required_tool_choice: str | None = None
+    parallel_tool_calls: bool | None = None  # sent when not None
+    extra_body: dict = field(default_factory=dict)  # e.g. {"chat_template_kwargs": {...}}
+    timeout_s: float = 120.0  # per HTTP attempt
+    max_retries: int = 6  # retries after the first attempt for transient errors
+    backoff_base_s: float = 1.0  # first backoff; doubles per retry, jittered to [0.5x, 1x]
+    backoff_max_s: float = 60.0  # cap on one backoff (and on an honoured Retry-After)
+    prices: tuple[float, float] | None = None  # US$ per 1M (input, output); default: ark.pricing
+
+    def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"unknown provider {self.provider!r}; valid: {list(PROVIDERS)}")
+        if self.provider in ("vllm", "local") and not self.base_url:
+            raise ValueError(f"provider {self.provider!r} needs base_url, e.g. http://127.0.0.1:8000/v1")
+        if self.required_tool_choice is None:
+            self.required_tool_choice = "auto" if self.provider == "local" else "required"
+        if self.required_tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"unknown required_tool_choice {self.required_tool_choice!r}; "
+                             f"valid: {list(TOOL_CHOICES)}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.max_retries < 0 or self.max_tokens <= 0 or self.timeout_s <= 0:
+            raise ValueError("max_retries must be >= 0, max_tokens and timeout_s > 0 "
+                             f"(got {self.max_retries}, {self.max_tokens}, {self.timeout_s})")
+        self.extra_body = _plain(self.extra_body or {})
+        if self.prices is not None:
+            prices = _plain(self.prices)
+            if len(prices) != 2:
+                raise ValueError(f"prices must be [input_per_1M, output_per_1M], got {prices!r}")
+            self.prices = (float(prices[0]), float(prices[1]))
+
+    def key_env(self) -> str | None:
+        return self.api_key_env or DEFAULT_KEY_ENV.get(self.provider)
+
+    def to_dict(self) -> dict:
+        """Plain dict, safe to save (it holds env-var names only)."""
+        return asdict(self)
+
+
+@dataclass
+class LLMStats:
+    """Counters for one client (all agents and queries that share it)."""
+
+    calls: int = 0  # chat() calls
+    cache_hits: int = 0
+    http_requests: int = 0  # attempts actually sent
+    retries: int = 0
+    prompt_tokens: int = 0  # of non-cached replies
+    completion_tokens: int = 0
+    cost_usd: float = 0.0  # of non-cached replies (money actually spent)
+
+
+def _read_env(var: str, what: str, provider: str) -> str:
+    value = os.environ.get(var)
+    if not value:
+        raise MissingCredentialsError(
+            f"backbone provider {provider!r} needs the {what} in environment variable {var}, "
+            f"which is not set (export {var}=...)"
+        )
+    return value
+
+
+def _retry_after_s(response: Any) -> float | None:
+    """Seconds asked for by ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date)."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(ra)
+            return max(0.0, when.timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def _error_message(e: openai.APIStatusError) -> str:
+    body = e.body
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return str(e.message)
+
+
+def _is_context_length(e: openai.APIStatusError) -> bool:
+    if e.status_code not in (400, 413, 422):
+        return False
+    body = e.body if isinstance(e.body, Mapping) else {}
+    err = body.get("error", body) if isinstance(body, Mapping) else {}
+    if isinstance(err, Mapping) and err.get("code") == "context_length_exceeded":
+        return True
+    return bool(_CONTEXT_RE.search(_error_message(e)))
+
+
+class LLMClient:
+    """Async chat client for one backbone (see module doc). Share one per run: it is safe to
+    call ``chat`` from many tasks at once; bound concurrency outside."""
+
+    def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None):
+        self.config = config
+        self.price: Price = resolve_price(config.provider, config.model, config.name, config.prices)
+        self.cache = ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
+        self.stats = LLMStats()
+        self._make_sdk = self._sdk_factory(config)  # checks credentials now
+        self._sdk: openai.AsyncOpenAI | None = None
+        self._sdk_loop: asyncio.AbstractEventLoop | None = None
+
+    @staticmethod
+    def _sdk_factory(cfg: BackboneConfig):
+        var = cfg.key_env()
+        if cfg.provider in ("openai", "azure"):
+            key = _read_env(var, "API key", cfg.provider)
+        else:  # self-hosted servers accept any key unless started with one
+            key = os.environ.get(var, "") if var else ""
+            key = key or "EMPTY"
+        common = {"api_key": key, "max_retries": 0, "timeout": cfg.timeout_s}
+        # our own httpx client: the SDK's default one closes itself in __del__ on the *current*
+        # loop, which fails noisily for a pool left behind by an earlier asyncio.run()
+        if cfg.provider == "azure":
+            endpoint = cfg.base_url or _read_env(cfg.endpoint_env, "endpoint URL", "azure")
+            return lambda: openai.AsyncAzureOpenAI(
+                azure_endpoint=endpoint, api_version=cfg.api_version,
+                http_client=openai.DefaultAsyncHttpxClient(timeout=cfg.timeout_s), **common)
+        return lambda: openai.AsyncOpenAI(
+            base_url=cfg.base_url, http_client=openai.DefaultAsyncHttpxClient(timeout=cfg.timeout_s),
+            **common)
+
+    def _client(self) -> openai.AsyncOpenAI:
+        # an httpx pool is bound to the event loop it was first used on: make one per loop, so
+        # sync wrappers that call asyncio.run() repeatedly keep working
+        loop = asyncio.get_running_loop()
+        if self._sdk is None or self._sdk_loop is not loop:
+            self._sdk, self._sdk_loop = self._make_sdk(), loop
+        return self._sdk
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"LLMClient(name={c.name!r}, provider={c.provider!r}, model={c.model!r}, "
+                f"base_url={c.base_url!r}, cache={self.cache!r})")
+
+    # -- request -------------------------------------------------------------------------------
+    def sampling_params(self, tool_choice: Any = "required", with_tools: bool = True) -> dict:
+        """Everything besides model/messages/tools that shapes the reply (also the cache key)."""
+        c = self.config
+        p: dict[str, Any] = {"temperature": c.temperature, "max_tokens": c.max_tokens}
+        if c.top_p is not None:
+            p["top_p"] = c.top_p
+        if c.seed is not None:
+            p["seed"] = c.seed
+        if with_tools and c.supports_tool_choice and tool_choice is not None:
+            p["tool_choice"] = c.required_tool_choice if tool_choice == "required" else tool_choice
+        if with_tools and c.parallel_tool_calls is not None:
+            p["parallel_tool_calls"] = c.parallel_tool_calls
+        if c.extra_body:
+            p["extra_body"] = c.extra_body
+        return p
+
+    async def chat(self, messages: list[dict], tools: list[dict], *, agent_index: int = 0,
+                   tool_choice: Any = "required") -> ChatResponse:
+        """One chat completion. ``tool_choice``: "required" | "auto" | "none" | a forced
+        ``{"type": "function", "function": {"name": ...}}`` (dropped when the backbone has
+        ``supports_tool_choice=False``)."""
+        if isinstance(tool_choice, str) and tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"unknown tool_choice {tool_choice!r}; valid: {list(TOOL_CHOICES)} "
+                             "or {'type': 'function', 'function': {'name': ...}}")
+        self.stats.calls += 1
+        params = self.sampling_params(tool_choice, with_tools=bool(tools))
+        key = None
+        if self.cache is not None:
+            key = cache_key(model=self.config.model, messages=messages, tools=tools, params=params,
+                            agent_index=agent_index)
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.stats.cache_hits += 1
+                resp = ChatResponse.from_json(hit)
+                resp.cached = True
+                return resp
+        resp = await self._call_with_retries(messages, tools, params)
+        self.stats.prompt_tokens += resp.prompt_tokens
+        self.stats.completion_tokens += resp.completion_tokens
+        self.stats.cost_usd += resp.cost_usd
+        if key is not None:
+            self.cache.put(key, resp.to_json(), model=self.config.model)
+        return resp
+
+    async def _call_with_retries(self, messages: list[dict], tools: list[dict],
+                                 params: dict) -> ChatResponse:
+        c = self.config
+        body = {"model": c.model, "messages": messages, **params}
+        body.update(body.pop("extra_body", None) or {})
+        if tools:
+            body["tools"] = tools
+        client = self._client()
+        start = time.perf_counter()
+        attempts = c.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            self.stats.http_requests += 1
+            try:
+                # The SDK's low-level post with a plain dict body and a raw reply: the same
+                # transport, errors and Azure routing as `chat.completions.create`, without its
+                # per-call request transform and pydantic parsing (several ms of CPU per call).
+                raw = await client.post("/chat/completions", body=body, cast_to=httpx.Response)
+                completion = raw.json()
+            except openai.APIStatusError as e:
+                msg = _error_message(e)
+                if _is_context_length(e):
+                    raise ContextLengthError(f"{c.name}: HTTP {e.status_code}: {msg}") from e
+                if e.status_code not in RETRYABLE_STATUS:
+                    raise LLMTransportError(f"{c.name}: HTTP {e.status_code}: {msg}",
+                                            status_code=e.status_code, attempts=attempt) from e
+                reason, status, wait = f"HTTP {e.status_code}: {msg}", e.status_code, _retry_after_s(e.response)
+                cause: Exception = e
+            except openai.APITimeoutError as e:
+                reason, status, wait, cause = f"timeout after {c.timeout_s:g}s", None, None, e
+            except openai.APIConnectionError as e:
+                reason, status, wait, cause = f"connection error: {e}", None, None, e
+            except (openai.APIResponseValidationError, ValueError) as e:
+                raise LLMTransportError(f"{c.name}: invalid response: {e}", attempts=attempt) from e
+            else:
+                return self._parse(completion, time.perf_counter() - start, attempt)
+            if attempt == attempts:
+                raise LLMTransportError(f"{c.name}: {reason} (gave up after {attempt} attempts)",
+                                        status_code=status, attempts=attempt) from cause
+            backoff = min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1))
+            delay = min(c.backoff_max_s, wait) if wait is not None else backoff * random.uniform(0.5, 1.0)
+            self.stats.retries += 1
+            log.warning("%s: %s; retry %d/%d in %.2fs", c.name, reason, attempt, c.max_retries, delay)
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _parse(self, completion: Any, latency_s: float, attempts: int) -> ChatResponse:
+        """An OpenAI chat-completion JSON object -> ChatResponse."""
+        choices = completion.get("choices") if isinstance(completion, Mapping) else None
+        if not choices:
+            raise LLMTransportError(f"{self.config.name}: reply without choices", attempts=attempts)
+        choice = choices[0]
+        msg = choice.get("message") or {}
+        calls = []
+        for i, tc in enumerate(msg.get("tool_calls") or []):
+            fn = tc.get("function") if isinstance(tc, Mapping) else None
+            if not isinstance(fn, Mapping):
+                continue
+            args = fn.get("arguments")
+            if args is not None and not isinstance(args, str):  # some servers send an object
+                args = json.dumps(args)
+            calls.append(ToolCall(id=tc.get("id") or f"call_{i}", name=fn.get("name") or "",
+                                  arguments=args if args is not None else ""))
+        usage = completion.get("usage") or {}
+        pt = int(usage.get("prompt_tokens") or 0)
+        ct = int(usage.get("completion_tokens") or 0)
+        return ChatResponse(
+            content=msg.get("content"), tool_calls=calls, prompt_tokens=pt, completion_tokens=ct,
+            latency_s=latency_s, cached=False, finish_reason=choice.get("finish_reason"),
+            model=completion.get("model") or self.config.model,
+            cost_usd=(pt * self.price.input_per_m + ct * self.price.output_per_m) / 1e6,
+            attempts=attempts,
+        )
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Estimated US$ for the given token counts at this backbone's price."""
+        return (prompt_tokens * self.price.input_per_m + completion_tokens * self.price.output_per_m) / 1e6
+
+    async def aclose(self) -> None:
+        if self._sdk is not None:
+            await self._sdk.close()
+            self._sdk = None

