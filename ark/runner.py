@@ -1,0 +1,504 @@
+"""The evaluation runner: one retriever over one query list, resumable, with a run directory as output.
+
+A retriever is anything with ``async aretrieve(query: str, query_id) -> Retrieval`` (ARK's
+`ARKRetriever`, the `BM25Retriever` baseline, or a test's tiny stand-in). The runner
+
+* runs queries concurrently under one limit (``concurrency``) with a tqdm bar showing running
+  metrics, tokens and cost;
+* appends each finished query at once to ``predictions.jsonl`` (and its trajectories to
+  ``trajectories/<query_id>.json``, written first, atomically), so a kill loses at most the queries
+  in flight;
+* on restart skips every query already recorded as ``ok`` and retries those recorded as ``failed``
+  (the LLM cache then answers the calls they had already made);
+* writes ``metrics.json`` (means + 95% bootstrap CIs, failures, tool-call shares, neighborhood-call
+  counts per trajectory, latency, tokens, cost), ``per_query.csv`` and ``trajectory_stats.csv``.
+  While failed or missing queries remain the summary says ``"complete": false`` unless
+  ``count_failed_as_miss`` scores failures as misses.
+
+Shards (``shard=(i, n)`` takes every n-th query from i) write their own run directories;
+``merge(shard_dirs, out_dir, ...)`` joins them into one (CLI: ``python -m ark.runner merge OUT SHARD...``).
+Library code: plain arguments only; Hydra lives in ``experiments/run.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ark.metrics import CandidateSet, aggregate, evaluate
+
+PREDICTIONS = "predictions.jsonl"
+METRICS_FILE = "metrics.json"
+PER_QUERY = "per_query.csv"
+TRAJECTORY_STATS = "trajectory_stats.csv"
+TRAJ_DIR = "trajectories"
+TOOLS = ("search_graph", "explore_neighbors")
+RUN_METRICS: tuple[str, ...] = ("hit@1", "hit@5", "hit@10", "recall@10", "recall@20", "mrr")
+SUCCESS_METRIC = "hit@5"   # what makes a trajectory "successful" in the paper's Figure 5
+
+
+class Retriever(Protocol):
+    async def aretrieve(self, query: str, query_id: Any = "") -> Any: ...
+
+
+@dataclass
+class RunSettings:
+    """How to run and score one (retriever, graph, split)."""
+
+    out_dir: Path                               # the run directory (created)
+    concurrency: int = 16                       # queries in flight at once
+    top: int = 20                               # ranking length scored: ARK 20, baselines 100
+    metrics: tuple[str, ...] = RUN_METRICS      # per-query metrics (ark.metrics names)
+    metrics_mode: str = "paper"                 # "paper" or "stark_qa" (see ark.metrics)
+    count_failed_as_miss: bool = False          # score failed queries as all-zero and call it complete
+    n_boot: int = 1000                          # bootstrap resamples for the 95% CIs
+    seed: int = 0                               # bootstrap seed
+    progress: bool = True                       # show the tqdm bar
+    log_every: int = 25                         # push running metrics to the logger every n queries
+    extra: dict = field(default_factory=dict)   # written into metrics.json["run"] (split, names, ...)
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.top < 1:
+            raise ValueError(f"top must be >= 1, got {self.top}")
+        self.metrics = tuple(self.metrics)
+        evaluate([], [], metrics=self.metrics, mode=self.metrics_mode)   # validates names and mode
+
+
+def parse_shard(shard: str | Sequence[int] | None) -> tuple[int, int] | None:
+    """``"i/n"`` or ``(i, n)`` -> (i, n) with 0 <= i < n; None stays None."""
+    if shard is None or shard == "":
+        return None
+    try:
+        i, n = (int(x) for x in (shard.split("/") if isinstance(shard, str) else shard))
+    except (ValueError, TypeError):
+        raise ValueError(f"shard must look like 'i/n' (e.g. '0/4'), got {shard!r}") from None
+    if not 0 <= i < n:
+        raise ValueError(f"shard {i}/{n}: need 0 <= i < n")
+    return i, n
+
+
+def select_queries(queries: Sequence, limit: int | None = None, shard=None) -> list:
+    """The first ``limit`` queries (all if None), then shard ``i/n`` of them (every n-th from i)."""
+    out = list(queries)
+    if limit is not None:
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0 or None, got {limit}")
+        out = out[:limit]
+    s = parse_shard(shard)
+    if s is not None:
+        out = out[s[0]::s[1]]
+    return out
+
+
+def _key(qid) -> str:
+    return str(qid)
+
+
+def _repair_tail(path: Path) -> None:
+    """Cut a partial last line (a kill mid-write) so the next append starts on a fresh line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        data = f.read()
+        f.truncate(data.rfind(b"\n") + 1)
+
+
+def load_predictions(run_dir: Path | str) -> dict[str, dict]:
+    """query-id key -> latest record in ``predictions.jsonl`` (unreadable lines are skipped)."""
+    path = Path(run_dir) / PREDICTIONS
+    records: dict[str, dict] = {}
+    if not path.exists():
+        return records
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            records[_key(rec["query_id"])] = rec
+    return records
+
+
+def _write_json_atomic(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class _Running:
+    """Running totals for the progress bar and the logger."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = list(names)
+        self.sums = dict.fromkeys(self.names, 0.0)
+        self.ok = self.failed = 0
+        self.prompt_tokens = self.completion_tokens = 0
+        self.cost = 0.0
+
+    def add(self, rec: dict) -> None:
+        if rec["status"] == "ok":
+            self.ok += 1
+            for n in self.names:
+                self.sums[n] += rec["metrics"].get(n, 0.0)
+        else:
+            self.failed += 1
+        self.prompt_tokens += rec.get("prompt_tokens", 0) or 0
+        self.completion_tokens += rec.get("completion_tokens", 0) or 0
+        self.cost += rec.get("cost_usd", 0.0) or 0.0
+
+    def means(self) -> dict[str, float]:
+        return {n: (self.sums[n] / self.ok if self.ok else 0.0) for n in self.names}
+
+    def postfix(self) -> dict[str, str]:
+        m = self.means()
+        show = {n: f"{m[n]:.3f}" for n in ("hit@1", "recall@20", "mrr") if n in m}
+        show.update(fail=str(self.failed), tok=f"{self.prompt_tokens + self.completion_tokens:,}",
+                    usd=f"{self.cost:.2f}")
+        return show
+
+
+def _record(query, rec_ranking, retrieval, wall_s: float, error: str | None, settings: RunSettings,
+            cands: CandidateSet | None) -> dict:
+    gold = [int(g) for g in query.answer_ids]
+    qid = query.id
+    rec: dict[str, Any] = {"query_id": qid, "query": query.text, "status": "ok" if error is None else "failed",
+                           "error": error, "gold": gold}
+    if retrieval is None:
+        rec.update(ranking=[], agent_rankings=[], metrics={}, latency_s=wall_s, prompt_tokens=0,
+                   completion_tokens=0, cost_usd=0.0, tool_counts=[], trajectory_file=None)
+        return rec
+    trajectories = list(getattr(retrieval, "trajectories", None) or [])
+    latency = getattr(retrieval, "latency_s", None)
+    rec.update(
+        ranking=rec_ranking,
+        agent_rankings=[[int(i) for i in r] for r in (getattr(retrieval, "agent_rankings", None) or [])],
+        metrics=evaluate(rec_ranking, gold, cands, settings.metrics, settings.metrics_mode) if error is None else {},
+        latency_s=float(latency) if latency else wall_s,
+        prompt_tokens=int(getattr(retrieval, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(retrieval, "completion_tokens", 0) or 0),
+        cost_usd=float(getattr(retrieval, "cost_usd", 0.0) or 0.0),
+        tool_counts=[dict(t.tool_counts()) for t in trajectories],
+        trajectory_file=f"{TRAJ_DIR}/{qid}.json" if trajectories else None,
+    )
+    return rec
+
+
+async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, candidate_ids=None,
+               logger=None) -> dict:
+    """Run ``retriever`` over ``queries`` (objects with .id, .text, .answer_ids) into settings.out_dir.
+
+    Queries already recorded ``ok`` there are skipped; failed ones are retried. Returns the summary
+    written to metrics.json. ``candidate_ids``: the graph's STaRK candidates (None: every id).
+    """
+    from tqdm.auto import tqdm
+
+    out = settings.out_dir
+    (out / TRAJ_DIR).mkdir(parents=True, exist_ok=True)
+    pred_path = out / PREDICTIONS
+    _repair_tail(pred_path)
+    done = {k for k, r in load_predictions(out).items() if r.get("status") == "ok"}
+    todo = [q for q in queries if _key(q.id) not in done]
+    cands = candidate_ids if isinstance(candidate_ids, CandidateSet) or candidate_ids is None \
+        else CandidateSet(candidate_ids)
+    running = _Running(settings.metrics)
+    bar = tqdm(total=len(queries), initial=len(queries) - len(todo), disable=not settings.progress,
+               desc=out.name, dynamic_ncols=True, mininterval=0.5)
+    queue: asyncio.Queue = asyncio.Queue()
+    for q in todo:
+        queue.put_nowait(q)
+    t_start = time.perf_counter()
+    overhead = [0.0]
+
+    with open(pred_path, "a", encoding="utf-8") as pred_file:
+        async def one(q) -> None:
+            t0 = time.perf_counter()
+            retrieval, error = None, None
+            try:
+                retrieval = await retriever.aretrieve(q.text, q.id)
+                error = getattr(retrieval, "error", None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # one query's failure is recorded; the run goes on
+                error = f"{type(e).__name__}: {e}"
+            t1 = time.perf_counter()
+            ranking = [int(i) for i in (getattr(retrieval, "ranking", None) or [])][: settings.top]
+            rec = _record(q, ranking, retrieval, t1 - t0, error, settings, cands)
+            trajs = getattr(retrieval, "trajectories", None) if retrieval is not None else None
+            if trajs:
+                _write_json_atomic(out / TRAJ_DIR / f"{q.id}.json", [t.to_json() for t in trajs])
+            pred_file.write(json.dumps(rec) + "\n")
+            pred_file.flush()
+            running.add(rec)
+            bar.update(1)
+            bar.set_postfix(running.postfix(), refresh=False)
+            n = running.ok + running.failed
+            if logger is not None and settings.log_every and n % settings.log_every == 0:
+                logger.log_running({"done": n, **running.means(), "failed": running.failed,
+                                    "tokens": running.prompt_tokens + running.completion_tokens,
+                                    "cost_usd": running.cost}, step=n)
+            overhead[0] += time.perf_counter() - t1
+
+        async def worker() -> None:
+            while True:
+                try:
+                    q = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                await one(q)
+
+        await asyncio.gather(*(worker() for _ in range(min(settings.concurrency, max(1, len(todo))))))
+    bar.close()
+    wall = time.perf_counter() - t_start
+    summary = summarize(out, queries, settings, cands)
+    summary["this_run"] = {"computed": len(todo), "skipped": len(queries) - len(todo), "wall_s": wall,
+                           "bookkeeping_s_per_query": overhead[0] / len(todo) if todo else 0.0}
+    _write_json_atomic(out / METRICS_FILE, summary)
+    if logger is not None:
+        logger.log_final(summary, per_query_rows(out, queries, settings), out)
+    return summary
+
+
+def run_queries(retriever: Retriever, queries: Sequence, settings: RunSettings, candidate_ids=None,
+                logger=None) -> dict:
+    """Synchronous wrapper around `arun`."""
+    return asyncio.run(arun(retriever, queries, settings, candidate_ids, logger))
+
+
+def _scored_records(run_dir: Path, queries: Sequence, settings: RunSettings):
+    records = load_predictions(run_dir)
+    selected = [(q, records.get(_key(q.id))) for q in queries]
+    return selected
+
+
+def per_query_rows(run_dir: Path | str, queries: Sequence, settings: RunSettings) -> list[dict]:
+    """One flat row per selected query (missing ones included, status "missing")."""
+    rows = []
+    for q, rec in _scored_records(Path(run_dir), queries, settings):
+        status = "missing" if rec is None else rec["status"]
+        m = rec["metrics"] if rec is not None and status == "ok" else {}
+        tc = rec.get("tool_counts", []) if rec is not None else []
+        row = {"query_id": q.id, "status": status}
+        row.update({n: m.get(n, "") for n in settings.metrics})
+        row.update(
+            latency_s=rec.get("latency_s", "") if rec else "",
+            prompt_tokens=rec.get("prompt_tokens", 0) if rec else 0,
+            completion_tokens=rec.get("completion_tokens", 0) if rec else 0,
+            cost_usd=rec.get("cost_usd", 0.0) if rec else 0.0,
+            n_agents=len(tc),
+            search_graph=sum(t.get("search_graph", 0) for t in tc),
+            explore_neighbors=sum(t.get("explore_neighbors", 0) for t in tc),
+            neighbor_calls_per_agent=";".join(str(t.get("explore_neighbors", 0)) for t in tc),
+            n_gold=len(q.answer_ids),
+            error=(rec.get("error") or "") if rec else "",
+        )
+        rows.append(row)
+    return rows
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        if rows:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    x = np.asarray(values, dtype=float)
+    return {"mean": float(x.mean()), "median": float(np.median(x)), "p90": float(np.quantile(x, 0.9)),
+            "max": float(x.max()), "sum": float(x.sum())}
+
+
+def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, candidate_ids=None) -> dict:
+    """Build the run's summary from predictions.jsonl and write per_query.csv and trajectory_stats.csv.
+
+    Scores only the ``queries`` given (the run's selection). Agent-level success (for the
+    neighborhood-call histogram) uses each agent's own list scored like the fused one.
+    """
+    run_dir = Path(run_dir)
+    cands = candidate_ids if isinstance(candidate_ids, CandidateSet) or candidate_ids is None \
+        else CandidateSet(candidate_ids)
+    pairs = _scored_records(run_dir, queries, settings)
+    ok = [r for _, r in pairs if r is not None and r["status"] == "ok"]
+    failed = [r for _, r in pairs if r is not None and r["status"] == "failed"]
+    n_missing = sum(r is None for _, r in pairs)
+    per_query = [r["metrics"] for r in ok]
+    if settings.count_failed_as_miss:
+        per_query += [dict.fromkeys(settings.metrics, 0.0) for _ in failed]
+    complete = n_missing == 0 and (not failed or settings.count_failed_as_miss)
+
+    tool_totals: Counter = Counter()
+    hist = {"success": Counter(), "failure": Counter()}
+    traj_rows = []
+    for rec in ok:
+        gold = rec["gold"]
+        for a, tc in enumerate(rec.get("tool_counts", [])):
+            tool_totals.update(tc)
+            agent_rank = rec["agent_rankings"][a][: settings.top] if a < len(rec["agent_rankings"]) else []
+            am = evaluate(agent_rank, gold, cands, (SUCCESS_METRIC, "recall@20"), settings.metrics_mode)
+            nb = int(tc.get("explore_neighbors", 0))
+            hist["success" if am[SUCCESS_METRIC] > 0 else "failure"][nb] += 1
+            traj_rows.append({"query_id": rec["query_id"], "agent_index": a,
+                              "search_graph": int(tc.get("search_graph", 0)), "explore_neighbors": nb,
+                              f"agent_{SUCCESS_METRIC}": am[SUCCESS_METRIC],
+                              "agent_recall@20": am["recall@20"],
+                              f"fused_{SUCCESS_METRIC}": rec["metrics"].get(SUCCESS_METRIC, "")})
+    total_calls = sum(tool_totals[t] for t in TOOLS)
+    attempted = ok + failed
+    summary = {
+        "n": len(pairs), "n_ok": len(ok), "n_failed": len(failed), "n_missing": n_missing,
+        "complete": complete, "count_failed_as_miss": settings.count_failed_as_miss,
+        "metrics_mode": settings.metrics_mode, "top": settings.top, "n_boot": settings.n_boot,
+        "seed": settings.seed,
+        "metrics": aggregate(per_query, n_boot=settings.n_boot, seed=settings.seed),
+        "tool_calls": {t: int(tool_totals[t]) for t in TOOLS},
+        "tool_share": {t: (tool_totals[t] / total_calls if total_calls else 0.0) for t in TOOLS},
+        "neighbor_calls_per_trajectory": {k: {str(c): n for c, n in sorted(v.items())} for k, v in hist.items()},
+        "latency_s": _stats([r["latency_s"] for r in ok]),
+        "tokens": {"prompt": sum(r.get("prompt_tokens", 0) for r in attempted),
+                   "completion": sum(r.get("completion_tokens", 0) for r in attempted)},
+        "cost_usd": float(sum(r.get("cost_usd", 0.0) for r in attempted)),
+        "failed_queries": [{"query_id": r["query_id"], "error": r.get("error")} for r in failed][:100],
+        "run": dict(settings.extra),
+    }
+    summary["tokens"]["total"] = summary["tokens"]["prompt"] + summary["tokens"]["completion"]
+    if not complete:
+        summary["warning"] = (f"INCOMPLETE: {len(failed)} failed and {n_missing} missing of {len(pairs)} "
+                              "queries; rerun the same command to retry them, or set "
+                              "count_failed_as_miss=true to score failures as misses")
+    _write_csv(run_dir / PER_QUERY, per_query_rows(run_dir, queries, settings))
+    _write_csv(run_dir / TRAJECTORY_STATS, traj_rows)
+    return summary
+
+
+def write_summary(run_dir: Path | str, queries: Sequence, settings: RunSettings, candidate_ids=None) -> dict:
+    """`summarize` and write metrics.json (for merged or re-scored runs)."""
+    summary = summarize(run_dir, queries, settings, candidate_ids)
+    _write_json_atomic(Path(run_dir) / METRICS_FILE, summary)
+    return summary
+
+
+def shard_dir(run_dir: Path | str, shard) -> Path:
+    """Where shard ``i/n`` of a run writes: ``<run_dir>/shards/<i>-of-<n>``."""
+    i, n = parse_shard(shard)
+    return Path(run_dir) / "shards" / f"{i}-of-{n}"
+
+
+def merge_predictions(shard_dirs: Iterable[Path | str], out_dir: Path | str) -> int:
+    """Join shard run directories into ``out_dir``: predictions (latest per query, ok beats failed)
+    and trajectories (hard-linked when possible). Returns the number of queries merged."""
+    out_dir = Path(out_dir)
+    (out_dir / TRAJ_DIR).mkdir(parents=True, exist_ok=True)
+    merged: dict[str, dict] = load_predictions(out_dir)
+    sources: dict[str, Path] = {}
+    for d in shard_dirs:
+        d = Path(d)
+        if not (d / PREDICTIONS).exists():
+            raise FileNotFoundError(f"no {PREDICTIONS} in shard directory {d}")
+        for k, rec in load_predictions(d).items():
+            if k in merged and merged[k]["status"] == "ok" and rec["status"] != "ok":
+                continue
+            merged[k] = rec
+            sources[k] = d
+    for k, d in sources.items():
+        tf = merged[k].get("trajectory_file")
+        if tf:
+            src, dst = d / tf, out_dir / tf
+            if src.resolve() != dst.resolve():
+                dst.unlink(missing_ok=True)
+                try:
+                    os.link(src, dst)
+                except OSError:
+                    dst.write_bytes(src.read_bytes())
+    tmp = out_dir / (PREDICTIONS + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for rec in merged.values():
+            f.write(json.dumps(rec) + "\n")
+    os.replace(tmp, out_dir / PREDICTIONS)
+    return len(merged)
+
+
+def merge(shard_dirs: Sequence[Path | str], out_dir: Path | str, queries: Sequence | None = None,
+          settings: RunSettings | None = None, candidate_ids=None) -> dict:
+    """Merge shards into ``out_dir`` and write its metrics.json.
+
+    ``queries``: the full selection (default: every query found in the shards, gold from the records);
+    ``settings``: scoring settings (default: from the first shard's metrics.json).
+    """
+    out_dir = Path(out_dir)
+    merge_predictions(shard_dirs, out_dir)
+    if settings is None:
+        first = json.loads((Path(shard_dirs[0]) / METRICS_FILE).read_text()) \
+            if (Path(shard_dirs[0]) / METRICS_FILE).exists() else {}
+        names = tuple(first.get("metrics", {}).keys()) or RUN_METRICS
+        settings = RunSettings(out_dir=out_dir, metrics=names, top=first.get("top", 20),
+                               n_boot=first.get("n_boot", 1000), seed=first.get("seed", 0),
+                               metrics_mode=first.get("metrics_mode", "paper"),
+                               count_failed_as_miss=first.get("count_failed_as_miss", False),
+                               progress=False, extra={**first.get("run", {}), "merged_from": len(shard_dirs)})
+    if queries is None:
+        queries = [_RecordQuery(r) for r in load_predictions(out_dir).values()]
+        queries.sort(key=lambda q: (str(type(q.id)), q.id))
+    return write_summary(out_dir, queries, settings, candidate_ids)
+
+
+@dataclass
+class _RecordQuery:
+    rec: dict
+
+    @property
+    def id(self):
+        return self.rec["query_id"]
+
+    @property
+    def text(self):
+        return self.rec.get("query", "")
+
+    @property
+    def answer_ids(self):
+        return tuple(self.rec.get("gold", ()))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Merge shard run directories into one run directory.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("merge", help="merge shards: python -m ark.runner merge OUT_DIR SHARD_DIR...")
+    m.add_argument("out_dir")
+    m.add_argument("shard_dirs", nargs="*", help="default: OUT_DIR/shards/*")
+    args = p.parse_args(argv)
+    shards = args.shard_dirs or sorted(str(d) for d in (Path(args.out_dir) / "shards").glob("*-of-*"))
+    if not shards:
+        raise SystemExit(f"no shard directories given or found under {args.out_dir}/shards")
+    summary = merge(shards, args.out_dir)
+    print(json.dumps({k: summary[k] for k in ("n", "n_ok", "n_failed", "n_missing", "complete")}))
+    for name, v in summary["metrics"].items():
+        print(f"{name:>10}: {v['mean']:.4f}  [{v['ci_low']:.4f}, {v['ci_high']:.4f}]")
+
+
+if __name__ == "__main__":
+    main()

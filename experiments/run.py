@@ -1,0 +1,241 @@
+"""One evaluation run (or a sweep of them) from the Hydra configs in conf/.
+
+    python experiments/run.py graph=demo backbone=local limit=5          # one run
+    python experiments/run.py retriever=bm25 graph=prime split=test       # the BM25 baseline
+    python experiments/run.py -m experiment=table1                        # the paper's Table 1 sweep
+    python experiments/run.py graph=prime shard=0/4                       # a shard; merge with
+    python -m ark.runner merge results/runs/default/prime/ark-gpt-4.1-t20_n3-full
+
+`main` is a thin ``@hydra.main`` over `run(cfg)`, which tests call with a composed config. The run
+directory is ``results/runs/<experiment>/<graph>/<retriever>-<backbone>-<budget>-<ablation>/``;
+rerunning the same command resumes it (finished queries are skipped, failed ones retried, and the
+LLM cache answers the calls already made). The option files build their objects through the
+factories below (`GraphSource`, `build_ark`, `build_bm25`) with ``_target_``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from ark import runner
+from ark.logger import redact
+
+log = logging.getLogger(__name__)
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+KEY_PROVIDERS = ("openai", "azure")
+
+
+@dataclass
+class GraphSource:
+    """A graph by name (one of ark.dataset.GRAPHS) and its queries; loaded on first use."""
+
+    name: str
+    root: str = "data"
+    _graph: Any = field(default=None, repr=False)
+    _queries: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        from ark.dataset import check_graph_name
+
+        check_graph_name(self.name)
+
+    def graph(self):
+        if self._graph is None:
+            from ark.dataset import load_graph
+
+            self._graph = load_graph(self.name, Path(self.root))
+        return self._graph
+
+    def queries(self):
+        if self._queries is None:
+            from ark.dataset import load_queries
+
+            self._queries = load_queries(self.name, Path(self.root))
+        return self._queries
+
+
+def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index_cache: str | None = None):
+    """ARKRetriever over ``graph``: BM25 index (cached), tool set, LLM client (with response cache)."""
+    from ark.agent import ARKRetriever
+    from ark.llm import LLMClient
+    from ark.text_index import load_index
+    from ark.tools import ToolSet
+
+    index = load_index(graph, index_cache) if index_cache else None
+    if index is None:
+        from ark.text_index import BM25Index
+
+        index = BM25Index.build(graph.texts())
+    if llm_cache:
+        Path(llm_cache).parent.mkdir(parents=True, exist_ok=True)
+    llm = LLMClient(backbone, cache=llm_cache)
+    return ARKRetriever(llm, ToolSet(graph, index, tools), graph, agent)
+
+
+def build_bm25(graph, index_cache: str | None = None, top: int = 100):
+    """The BM25 baseline over the graph's candidates (index cached under ``index_cache``)."""
+    from ark.baselines import BM25Retriever
+
+    return BM25Retriever(graph, cache_dir=index_cache, top=top)
+
+
+def run_info(cfg: DictConfig) -> dict[str, Any]:
+    """The run's identity: what the report, the W&B tags and the figures group by."""
+    is_ark = cfg.retriever.name == "ark"
+    return {"experiment": cfg.experiment_name, "graph": cfg.graph.name, "retriever": cfg.retriever.name,
+            "backbone": cfg.backbone.name if is_ark else None,
+            "budget": cfg.budget.name if is_ark else None,
+            "ablation": cfg.ablation.name if is_ark else None,
+            "t_max": cfg.budget.agent.t_max if is_ark else None,
+            "n_agents": cfg.budget.agent.n_agents if is_ark else None,
+            "split": cfg.split, "run_name": cfg.retriever.run_name}
+
+
+def run_dir(cfg: DictConfig) -> Path:
+    """The run directory, or its shard directory when ``shard`` is set."""
+    out = Path(cfg.out_dir)
+    return runner.shard_dir(out, cfg.shard) if cfg.get("shard") else out
+
+
+def check_prerequisites(cfg: DictConfig) -> None:
+    """Fail before any work when a paid backbone has no key (the message names the variable)."""
+    if cfg.retriever.name != "ark":
+        return
+    backbone = instantiate(cfg.backbone)
+    env = backbone.key_env()
+    if backbone.provider in KEY_PROVIDERS and env and not os.environ.get(env):
+        raise SystemExit(f"backbone {backbone.name!r} (provider {backbone.provider}) needs an API key: "
+                         f"export {env}=...  (or choose another backbone, e.g. backbone=local)")
+
+
+@contextlib.contextmanager
+def local_server_for(backbone):
+    """Start ark.local_server on the backbone's port for the run when provider is "local" and nothing
+    answers there yet; otherwise do nothing."""
+    if backbone is None or getattr(backbone, "provider", None) != "local":
+        yield None
+        return
+    url = urllib.parse.urlparse(backbone.base_url)
+    try:
+        urllib.request.urlopen(f"{backbone.base_url.rstrip('/')}/models", timeout=2).close()
+        yield None                      # a server is already there (e.g. python -m ark.local_server)
+        return
+    except OSError:
+        pass
+    from ark.local_server import LocalServer
+
+    with LocalServer(port=url.port, model_alias=backbone.model) as server:
+        log.info("started the local LLM server at %s", server.base_url)
+        yield server
+
+
+def _check_same_run(out: Path, info: dict[str, Any]) -> None:
+    """Refuse to resume a directory that was made for a different graph/split/method."""
+    prev = out / "run.json"
+    if not prev.exists():
+        return
+    old = json.loads(prev.read_text())
+    for key in ("graph", "split", "retriever", "backbone", "budget", "ablation"):
+        if old.get(key) != info.get(key):
+            raise SystemExit(f"{out} holds a run with {key}={old.get(key)!r}, not {info.get(key)!r}; "
+                             "set experiment_name=... or out_dir=... for a new run")
+
+
+async def _arun(cfg: DictConfig, retriever, queries, settings, candidate_ids, logger) -> dict:
+    try:
+        return await runner.arun(retriever, queries, settings, candidate_ids, logger)
+    finally:
+        llm = getattr(retriever, "llm", None)
+        if llm is not None and hasattr(llm, "aclose"):
+            await llm.aclose()
+
+
+def run(cfg: DictConfig) -> dict:
+    """Run (or resume) one evaluation run described by a composed config; returns its summary."""
+    info = run_info(cfg)
+    out = run_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_same_run(Path(cfg.out_dir), info)
+    check_prerequisites(cfg)
+
+    job_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
+    resolved = redact(OmegaConf.to_container(job_cfg, resolve=True))
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    (Path(cfg.out_dir) / "run.json").write_text(json.dumps(info, indent=1))
+
+    source = instantiate(cfg.graph)
+    graph = source.graph()
+    queries = runner.select_queries(source.queries().split(cfg.split), cfg.limit, cfg.get("shard"))
+    retriever = instantiate(cfg.retriever.build)(graph=graph)
+    logger = instantiate(cfg.logger)
+    settings = runner.RunSettings(
+        out_dir=out, concurrency=cfg.concurrency, top=cfg.retriever.top,
+        metrics_mode=cfg.metrics_mode, count_failed_as_miss=cfg.count_failed_as_miss, n_boot=cfg.n_boot,
+        seed=cfg.seed, progress=cfg.progress, extra={**info, "shard": cfg.get("shard"), "limit": cfg.limit})
+    name = f"{info['graph']}/{info['run_name']}" + (f"/shard{cfg.shard}" if cfg.get("shard") else "")
+    backbone = instantiate(cfg.backbone) if info["retriever"] == "ark" else None
+    logger.start(name, cfg.experiment_name, info, resolved)
+    try:
+        with local_server_for(backbone):
+            summary = asyncio.run(_arun(cfg, retriever, queries, settings, graph.candidate_ids, logger))
+    finally:
+        logger.finish()
+    _print_summary(out, summary)
+    return summary
+
+
+def _print_summary(out: Path, summary: dict) -> None:
+    state = "complete" if summary["complete"] else "INCOMPLETE"
+    print(f"{out}: {summary['n_ok']}/{summary['n']} ok, {summary['n_failed']} failed ({state}); "
+          f"tokens {summary['tokens']['total']:,}, ${summary['cost_usd']:.2f}")
+    for name, v in summary["metrics"].items():
+        print(f"  {name:>10} {100 * v['mean']:6.2f}  [{100 * v['ci_low']:.2f}, {100 * v['ci_high']:.2f}]")
+    if summary.get("warning"):
+        print("  " + summary["warning"])
+
+
+def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
+    """The composed config for ``overrides`` (no sweep expansion), as tests and scripts use it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+
+
+def sweep_points(overrides: list[str] | tuple[str, ...] = ()) -> list[list[str]]:
+    """Expand an experiment's ``hydra.sweeper.params`` grid (command-line values win) into the
+    override lists of its runs, in the order the basic launcher runs them."""
+    cfg = compose(overrides)
+    params = dict(cfg.hydra.sweeper.get("params") or {})
+    given = {o.split("=", 1)[0].lstrip("+~"): o.split("=", 1)[1] for o in overrides if "=" in o}
+    for key, value in given.items():
+        if key in params or "," in value:
+            params[key] = value
+    base = [o for o in overrides if "=" not in o or o.split("=", 1)[0].lstrip("+~") not in params]
+    keys = list(params)
+    grids = [str(params[k]).split(",") for k in keys]
+    return [base + [f"{k}={v}" for k, v in zip(keys, combo)] for combo in itertools.product(*grids)]
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()

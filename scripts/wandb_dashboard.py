@@ -1,0 +1,73 @@
+"""Build a saved W&B workspace that compares ARK runs side by side (for users who are online).
+
+    pip install wandb-workspaces==0.4.13      # not in requirements.txt: only this script needs it
+    wandb login
+    python scripts/wandb_dashboard.py --entity ME --project ark --experiment table1
+    python scripts/wandb_dashboard.py ... --dry-run   # print the view, save nothing
+
+The view filters to one experiment (the runs' W&B group, set by logger=wandb), groups runs by
+graph, and has one section per concern: final metrics (bar charts of <split>/hit@1, hit@5,
+recall@20, mrr), tool use (search vs. neighborhood shares), cost and latency, and a run comparer of
+the configs. Runs are tagged graph:/backbone:/budget:/ablation: by ark.logger, so the runs table can
+be filtered further in the UI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+
+
+def build_workspace(entity: str, project: str, experiment: str, split: str = "test"):
+    """The wandb-workspaces Workspace object (not saved)."""
+    try:
+        import wandb_workspaces.reports.v2 as wr
+        import wandb_workspaces.workspaces as ws
+    except ImportError as e:
+        raise SystemExit("this script needs wandb-workspaces: pip install wandb-workspaces==0.4.13") from e
+
+    metric_panels = [wr.BarPlot(title=f"{split}/{m}", metrics=[f"{split}/{m}"], orientation="h") for m in METRICS]
+    tool_panels = [wr.BarPlot(title="tool-call share", metrics=["tool_share/search_graph",
+                                                                "tool_share/explore_neighbors"]),
+                   wr.ScalarChart(title="complete", metric="complete")]
+    cost_panels = [wr.BarPlot(title="cost (US$)", metrics=["cost_usd"]),
+                   wr.BarPlot(title="tokens", metrics=["tokens/total"]),
+                   wr.BarPlot(title="latency (s, slowest agent)", metrics=["latency_s/mean", "latency_s/p90"])]
+    running = [wr.LinePlot(title=f"running {m}", y=[f"{split}/running/{m}"]) for m in ("hit@1", "mrr")]
+    return ws.Workspace(
+        entity=entity, project=project, name=f"ARK {experiment}: side by side",
+        sections=[
+            ws.Section(name="Final metrics", panels=metric_panels, is_open=True),
+            ws.Section(name="Tool use", panels=tool_panels, is_open=True),
+            ws.Section(name="Cost and latency", panels=cost_panels, is_open=False),
+            ws.Section(name="While running", panels=running, is_open=False),
+            ws.Section(name="Configs", panels=[wr.RunComparer(diff_only="split")], is_open=False),
+        ],
+        runset_settings=ws.RunsetSettings(
+            filters=[ws.Metric("Group") == experiment],
+            groupby=[ws.Config("graph.name")],
+        ),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--entity", required=True)
+    p.add_argument("--project", default="ark")
+    p.add_argument("--experiment", default="table1", help="the W&B group (experiment_name)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--dry-run", action="store_true", help="print the workspace instead of saving it")
+    a = p.parse_args(argv)
+    workspace = build_workspace(a.entity, a.project, a.experiment, a.split)
+    if a.dry_run:
+        print(workspace)
+        return 0
+    saved = workspace.save()
+    print(f"saved workspace view: {saved.url}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Every Hydra option composes and instantiates; every experiment and every point of its sweep composes."""
+
+import functools
+from pathlib import Path
+
+import pytest
+from hydra.utils import get_class, instantiate
+
+from experiments.run import CONF_DIR, GraphSource, compose, run_info, sweep_points
+
+GROUPS = ("graph", "backbone", "budget", "ablation", "retriever", "logger")
+
+
+@functools.lru_cache(maxsize=None)
+def composed(point: tuple[str, ...]):
+    return compose(list(point))
+
+
+@functools.lru_cache(maxsize=None)
+def points(*overrides: str) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(p) for p in sweep_points(list(overrides)))
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def test_groups_have_the_promised_options():
+    assert set(options("graph")) == {"amazon", "mag", "prime", "demo"}
+    assert {"gpt-4.1", "gpt-4o", "gpt-4.1-azure", "qwen3-4b", "qwen3-8b", "student", "local",
+            "scripted"} <= set(options("backbone"))
+    assert set(options("ablation")) == {"full", "no_neighbors", "no_query_rank", "no_type_filter"}
+    assert set(options("retriever")) == {"ark", "bm25"}
+    assert set(options("logger")) == {"none", "wandb"}
+    assert {"table1", "ablation", "budget_heatmap", "backbones"} <= set(options("experiment"))
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_option_composes_and_instantiates(group, option):
+    cfg = compose([f"{group}={option}"])
+    assert cfg[group] is not None
+    if group == "budget":
+        agent = instantiate(cfg.budget.agent)
+        assert cfg.budget.name == f"t{agent.t_max}_n{agent.n_agents}"
+    elif group == "ablation":
+        tools = instantiate(cfg.ablation.tools)
+        assert (tools.search_k, tools.neighbors_k) == (cfg.budget.search_k, cfg.budget.neighbors_k)
+    elif group == "retriever":
+        build = instantiate(cfg.retriever.build)            # a partial: everything but the graph
+        assert callable(build) and cfg.retriever.top in (20, 100)
+    else:
+        obj = instantiate(cfg[group])
+        if group in ("graph", "backbone"):
+            assert obj.name == cfg[group].name
+    assert cfg.out_dir.startswith(f"results/runs/default/{cfg.graph.name}/{cfg.retriever.run_name}")
+
+
+def test_ablation_toggles_reach_the_tool_config():
+    flags = {o: instantiate(compose([f"ablation={o}"]).ablation.tools) for o in options("ablation")}
+    assert flags["full"].neighbors and flags["full"].neighbor_query and flags["full"].type_filter
+    assert not flags["no_neighbors"].neighbors
+    assert not flags["no_query_rank"].neighbor_query and flags["no_query_rank"].neighbors
+    assert not flags["no_type_filter"].type_filter
+
+
+@pytest.mark.parametrize("launcher", ["basic", "joblib", "submitit_slurm", "slurm", "local_parallel"])
+def test_launchers_compose(launcher):
+    cfg = compose([f"hydra/launcher={launcher}"])
+    assert get_class(cfg.hydra.launcher._target_).__name__.endswith("Launcher")
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_experiment_and_sweep_point_composes(experiment):
+    grid = points(f"experiment={experiment}")
+    assert len(grid) > 1
+    dirs = set()
+    for point in grid:
+        cfg = composed(point)
+        assert cfg.experiment_name == experiment
+        for group in ("graph", "backbone", "logger"):
+            instantiate(cfg[group])
+        instantiate(cfg.retriever.build)
+        info = run_info(cfg)
+        assert Path(cfg.out_dir) == Path("results/runs") / experiment / info["graph"] / info["run_name"]
+        dirs.add(cfg.out_dir)
+    assert len(dirs) == len(grid) - (3 if experiment == "table1" else 0)   # BM25 twice per graph
+    # shrunk: the same experiment on the demo graph with the local/scripted backbone
+    small = points(f"experiment={experiment}", "graph=demo", "backbone=scripted", "limit=2")
+    assert all(composed(p).graph.name == "demo" and composed(p).limit == 2 for p in small)
+    assert len(small) < len(grid)
+
+
+def test_experiment_grids_match_the_paper():
+    t1 = {tuple(sorted(run_info(composed(p)).items())) for p in points("experiment=table1")}
+    runs = [dict(x) for x in t1]
+    assert {r["graph"] for r in runs} == {"amazon", "mag", "prime"} and all(r["split"] == "test" for r in runs)
+    assert {(r["retriever"], r["backbone"]) for r in runs} == {("ark", "gpt-4.1"), ("ark", "gpt-4o"), ("bm25", None)}
+    abl = [run_info(composed(p)) for p in points("experiment=ablation")]
+    assert len(abl) == 12 and all(r["split"] == "test-0.1" and r["backbone"] == "gpt-4.1" for r in abl)
+    heat = [run_info(composed(p)) for p in points("experiment=budget_heatmap")]
+    assert {r["budget"] for r in heat} >= {"t20_n3", "t5_n1"} and len(heat) == 27
+    bb = {run_info(composed(p))["backbone"] for p in points("experiment=backbones")}
+    assert bb == {"gpt-4.1", "qwen3-4b", "qwen3-8b", "qwen3-4b-600", "qwen3-4b-6000", "qwen3-8b-600",
+                  "qwen3-8b-6000"}
+
+
+def test_bad_names_list_the_choices():
+    with pytest.raises(ValueError, match="amazon, mag, prime, demo"):
+        GraphSource(name="wikidata")
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match="gpt-4o"):
+        compose(["backbone=gpt-5"])

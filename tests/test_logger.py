@@ -1,0 +1,69 @@
+"""Loggers: the no-op logger, secret redaction, and a real offline W&B run read back from disk."""
+
+import json
+
+import pytest
+
+from ark.logger import NullLogger, WandbLogger, read_offline_run, redact, run_tags
+
+
+def test_redact_drops_secret_keys_and_values():
+    cfg = {"backbone": {"api_key": "sk-abcdefghijklmnop", "api_key_env": "OPENAI_API_KEY", "model": "gpt-4.1"},
+           "token": "x", "note": "sk-1234567890abcdef", "list": [{"password": 1, "k": 2}]}
+    assert redact(cfg) == {"backbone": {"api_key_env": "OPENAI_API_KEY", "model": "gpt-4.1"},
+                           "note": "<redacted>", "list": [{"k": 2}]}
+
+
+def test_tags_and_bad_mode():
+    assert run_tags({"graph": "prime", "backbone": "gpt-4.1", "budget": "t20_n3", "ablation": None}) == \
+        ["graph:prime", "backbone:gpt-4.1", "budget:t20_n3"]
+    with pytest.raises(ValueError, match="online, offline, disabled"):
+        WandbLogger(mode="cloud")
+
+
+def test_null_logger_has_the_same_methods():
+    public = {m for m in dir(WandbLogger) if not m.startswith("_")} - {"resolved_mode", "run_dir"}
+    assert public <= set(dir(NullLogger))
+    NullLogger().log_running({"hit@1": 1.0}, step=1)
+
+
+def test_mode_is_offline_without_key(monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    assert WandbLogger().resolved_mode() == "offline"
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    assert WandbLogger().resolved_mode() == "online"
+
+
+def test_offline_wandb_run_reads_back(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "run"
+    (run_dir / "trajectories").mkdir(parents=True)
+    (run_dir / "trajectories" / "1.json").write_text("[]")
+    (run_dir / "predictions.jsonl").write_text(json.dumps({"query_id": 1}) + "\n")
+    summary = {"n": 2, "n_failed": 0, "complete": True, "cost_usd": 0.5, "tokens": {"total": 10},
+               "metrics": {"hit@1": {"mean": 0.5, "ci_low": 0.0, "ci_high": 1.0}},
+               "tool_share": {"search_graph": 0.75, "explore_neighbors": 0.25}, "latency_s": {"max": 2.0}}
+    rows = [{"query_id": 1, "hit@1": 1.0}, {"query_id": 2, "hit@1": 0.0}]
+
+    log = WandbLogger(project="ark-test", dir=tmp_path / "wb")
+    info = {"graph": "demo", "backbone": "scripted", "budget": "t20_n3", "ablation": "full", "split": "test"}
+    log.start("demo/ark-scripted", "table1", info,
+              {"graph": {"name": "demo"}, "backbone": {"api_key": "sk-secretsecretsecret", "model": "m"}})
+    log.log_running({"hit@1": 0.5}, step=1)
+    log.log_final(summary, rows, run_dir)
+    wb_dir = log.run_dir
+    log.finish()
+
+    back = read_offline_run(wb_dir)
+    assert back["name"] == "demo/ark-scripted" and back["group"] == "table1"
+    assert set(back["tags"]) == {"graph:demo", "backbone:scripted", "budget:t20_n3", "ablation:full", "split:test"}
+    assert back["config"]["backbone"] == {"model": "m"}           # the key never reached W&B
+    assert back["summary"]["test/hit@1"] == 0.5 and back["summary"]["tool_share/search_graph"] == 0.75
+    assert any(h.get("test/running/hit@1") == 0.5 for h in back["history"])
+    assert ("run-demo_ark-scripted", "trajectories") in back["artifacts"]
+    assert any(t == "run_table" for _, t in back["artifacts"])    # the per-query table
+    raw = b"".join(p.read_bytes() for p in wb_dir.rglob("*") if p.is_file())
+    assert b"sk-secretsecretsecret" not in raw

@@ -1,0 +1,102 @@
+"""Hand-computed cases for ark.metrics (STaRK definitions, the paper's truncated lists, bootstrap CIs)."""
+
+import numpy as np
+import pytest
+
+from ark.metrics import CandidateSet, aggregate, bootstrap_ci, evaluate, parse_metric, stark_scores
+
+ALL = ("hit@1", "hit@5", "recall@20", "recall@2", "mrr")
+
+
+def test_hand_computed_ranking():
+    # gold {7, 9}; 7 at rank 2, 9 at rank 4.
+    m = evaluate([3, 7, 5, 9, 1], gold=[7, 9], metrics=ALL)
+    assert m == {"hit@1": 0.0, "hit@5": 1.0, "recall@20": 1.0, "recall@2": 0.5, "mrr": 0.5}
+
+
+def test_gold_first_and_missing():
+    assert evaluate([4, 2], gold=[4], metrics=("hit@1", "mrr")) == {"hit@1": 1.0, "mrr": 1.0}
+    # gold outside the (truncated) list: not retrieved, reciprocal rank 0
+    assert evaluate(list(range(20)), gold=[99], metrics=ALL) == {k: 0.0 for k in ALL}
+
+
+def test_gold_outside_candidates_is_dropped():
+    cands = [0, 1, 2, 3, 4, 5]
+    # 100 is not a candidate: recall denominator is 1, not 2
+    m = evaluate([2, 1], gold=[1, 100], candidate_ids=cands, metrics=("recall@20", "mrr"))
+    assert m == {"recall@20": 1.0, "mrr": 0.5}
+    # every gold outside the candidates: 0 on every metric (STaRK's empty-target rule)
+    assert evaluate([1, 2], gold=[100], candidate_ids=cands, metrics=ALL) == {k: 0.0 for k in ALL}
+
+
+def test_ranked_non_candidates_are_dropped_and_later_nodes_move_up():
+    cands = [1, 2, 3]
+    # 50 and 60 are not candidates; 3 moves from rank 3 to rank 1
+    assert evaluate([50, 60, 3], gold=[3], candidate_ids=cands, metrics=("hit@1", "mrr")) == \
+        {"hit@1": 1.0, "mrr": 1.0}
+
+
+def test_duplicates_keep_first_position():
+    m = evaluate([5, 5, 6, 7], gold=[6, 7], metrics=("recall@2", "mrr"))
+    assert m == {"recall@2": 0.5, "mrr": 0.5}
+
+
+def test_stark_qa_mode_equals_paper_on_full_ranking():
+    rng = np.random.default_rng(1)
+    cands = np.arange(30)
+    for _ in range(50):
+        ranking = rng.permutation(30).tolist()
+        gold = rng.choice(30, size=rng.integers(1, 4), replace=False).tolist()
+        a = evaluate(ranking, gold, cands, ALL, mode="paper")
+        b = evaluate(ranking, gold, cands, ALL, mode="stark_qa")
+        assert a == pytest.approx(b, abs=1e-12)
+
+
+def test_stark_qa_mode_differs_on_truncated_list():
+    cands = np.arange(100)
+    ranking = list(range(20))            # ARK's top-20 list
+    gold = [50]                          # not in the list: one of 80 tied unscored candidates
+    paper = evaluate(ranking, gold, cands, ALL, mode="paper")
+    stark = evaluate(ranking, gold, cands, ALL, mode="stark_qa")
+    assert paper["mrr"] == 0.0
+    assert 0.0 < stark["mrr"] <= 1 / 21 + 1e-7   # somewhere inside the bottom tie (float32)
+    # metrics with k <= len(list) do not see the tie
+    for k in ("hit@1", "hit@5", "recall@20", "recall@2"):
+        assert paper[k] == stark[k] == 0.0
+
+
+def test_stark_scores_positive_and_decreasing():
+    s = stark_scores([9, 4, 9, 1])
+    assert s == {9: 5.0, 4: 4.0, 1: 2.0}
+
+
+def test_bad_metric_and_mode_names_list_choices():
+    with pytest.raises(ValueError, match="hit@k"):
+        parse_metric("precision@3")
+    with pytest.raises(ValueError, match="paper, stark_qa"):
+        evaluate([1], [1], mode="torch")
+
+
+def test_candidate_set_filter():
+    c = CandidateSet(np.array([2, 5]))
+    assert c.filter([5, 3, 2, 99, -1]) == [5, 2]
+    assert 5 in c and 3 not in c and 1000 not in c
+
+
+def test_bootstrap_ci_brackets_mean_and_is_seeded():
+    x = np.r_[np.ones(30), np.zeros(70)]
+    mean, lo, hi = bootstrap_ci(x, n_boot=2000, seed=3)
+    assert mean == pytest.approx(0.3)
+    assert lo < 0.3 < hi
+    # normal approximation: 1.96 * sqrt(.3*.7/100) ~= 0.09
+    assert hi - lo == pytest.approx(2 * 0.0898, abs=0.03)
+    assert bootstrap_ci(x, n_boot=2000, seed=3) == (mean, lo, hi)
+    assert bootstrap_ci([0.4]) == (0.4, 0.4, 0.4)
+    assert all(np.isnan(v) for v in bootstrap_ci([]))
+
+
+def test_aggregate():
+    per = [{"hit@1": 1.0, "mrr": 1.0}, {"hit@1": 0.0, "mrr": 0.5}]
+    agg = aggregate(per, n_boot=200)
+    assert agg["hit@1"]["mean"] == 0.5 and agg["mrr"]["mean"] == 0.75 and agg["mrr"]["n"] == 2
+    assert 0.5 <= agg["mrr"]["ci_low"] <= 0.75 <= agg["mrr"]["ci_high"] <= 1.0
