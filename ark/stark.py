@@ -1,0 +1,649 @@
+"""STaRK's raw files: download them from the hub, read the processed graphs and the QA sets.
+
+This module owns everything that knows STaRK's on-disk layout (the hub layout of the dataset repo
+``snap-stanford/stark``, kept as is under one root, by default ``data/stark``)::
+
+    skb/prime/processed/{node_info.pkl, edge_index.pt, edge_types.pt, node_types.pt,
+                         edge_type_dict.pkl, node_type_dict.pkl}
+    skb/mag/processed/{node_info.pkl, edge_index.pt, edge_types.pt, node_types.pt}   + skb/mag/schema/
+    skb/amazon/processed/cache/brand-category-color/{the six files above}  + skb/amazon/category_list.json
+    skb/demo/processed/...            (the bundled demo graph, PRIME's layout, built by ark.demo)
+    qa/<name>/stark_qa/stark_qa.csv, qa/<name>/stark_qa/stark_qa_human_generated_eval.csv
+    qa/<name>/split/{train,val,test,test-0.1}.index
+
+* `download` fetches exactly what stark-qa 1.1.0 fetches (``processed.zip``, MAG's ``schema/``,
+  AMAZON's ``category_list.json``, the QA csv files and split indices) and touches no network when the
+  files are already on disk.
+* `read_graph` reads the processed files (without importing stark-qa) and returns a `KnowledgeGraph`
+  whose node texts equal, character for character, stark-qa's
+  ``SKB.get_doc_info(i, add_rel=False, compact=False)``. Edges are kept as stored (directed); note that
+  stark-qa's ``SKB.__init__`` instead makes the graph undirected with
+  ``to_undirected(reduce='mean')``, which averages the type ids of a node pair linked by edges of two
+  types in opposite directions. Our neighbor sets (both directions) equal ``SKB.get_neighbor_nodes(i)``.
+* `read_queries` reads a QA set into a `QuerySet` (queries, gold answers, splits).
+
+Run::
+
+    python -m ark.stark download prime --root data/stark     # or mag, amazon, all
+    python -m ark.stark check prime --root data/stark        # are the files there? (offline)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import pickle
+import shutil
+import sys
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ark.graph import KnowledgeGraph
+
+REPO_ID = "snap-stanford/stark"
+STARK_GRAPHS = ("prime", "mag", "amazon")
+NAMES = STARK_GRAPHS + ("demo",)  # "demo" uses PRIME's layout (written by ark.demo)
+SPLITS = ("train", "val", "test", "test-0.1")
+HUMAN_SPLIT = "human_generated_eval"
+DEFAULT_ROOT = Path("data/stark")
+
+AMAZON_META_LINKS = "brand-category-color"  # stark-qa's default meta_link_types, joined by "-"
+AMAZON_MAX_ENTRIES = 25  # stark-qa's AmazonSKB max_entries: it prints entries 0..max_entries+1 (27)
+
+# MAG's vocabularies are class attributes of stark-qa's MagSKB, not files.
+MAG_NODE_TYPES = ["author", "institution", "field_of_study", "paper"]
+MAG_RELATIONS = [
+    "author___affiliated_with___institution",
+    "paper___cites___paper",
+    "paper___has_topic___field_of_study",
+    "author___writes___paper",
+]
+# Explanations stark-qa's PrimeSKB adds after some gene/protein detail keys.
+PRIME_GENE_KEYS = {
+    "name": "gene name",
+    "type_of_gene": "gene types",
+    "alias": "other gene names",
+    "other_names": "extended other gene names",
+    "genomic_pos": "genomic position",
+    "generif": "PubMed text",
+    "interpro": "protein family and classification information",
+    "summary": "protein summary text",
+}
+_GRAPH_FILES = ("node_info.pkl", "edge_index.pt", "edge_types.pt", "node_types.pt")
+_DICT_FILES = ("edge_type_dict.pkl", "node_type_dict.pkl")
+
+
+class StarkFileError(RuntimeError):
+    """A STaRK file on disk is truncated, corrupted or inconsistent with the others."""
+
+
+def check_name(name: str) -> str:
+    if name not in NAMES:
+        raise ValueError(f"unknown STaRK graph {name!r}; valid graphs: {', '.join(NAMES)}")
+    return name
+
+
+def fetch_command(name: str, root: Path | str = DEFAULT_ROOT) -> str:
+    """The shell command that puts the files of graph ``name`` under ``root``."""
+    if name == "demo":
+        return f"python -m ark.dataset demo --root {Path(root).parent}"
+    return f"python -m ark.stark download {name} --root {root}"
+
+
+# ====================================================================== layout
+def skb_dir(name: str, root: Path | str = DEFAULT_ROOT) -> Path:
+    return Path(root) / "skb" / check_name(name)
+
+
+def graph_dir(name: str, root: Path | str = DEFAULT_ROOT) -> Path:
+    """The folder holding the processed graph files stark-qa loads for ``name``."""
+    base = skb_dir(name, root) / "processed"
+    return base / "cache" / AMAZON_META_LINKS if name == "amazon" else base
+
+
+def graph_files(name: str, root: Path | str = DEFAULT_ROOT) -> list[Path]:
+    """The processed files `read_graph` needs (MAG keeps its vocabularies in code, not in files)."""
+    names = _GRAPH_FILES if name == "mag" else _GRAPH_FILES + _DICT_FILES
+    return [graph_dir(name, root) / f for f in names]
+
+
+def qa_files(name: str, root: Path | str = DEFAULT_ROOT) -> dict[str, Path]:
+    """QA files by role: ``queries``, ``human_generated_eval`` and one per split."""
+    qa = Path(root) / "qa" / check_name(name)
+    files = {
+        "queries": qa / "stark_qa" / "stark_qa.csv",
+        HUMAN_SPLIT: qa / "stark_qa" / "stark_qa_human_generated_eval.csv",
+    }
+    files.update({s: qa / "split" / f"{s}.index" for s in SPLITS})
+    return files
+
+
+def hub_files(name: str) -> list[str]:
+    """Paths inside the hub repo that stark-qa downloads for graph ``name`` (folders end with '/')."""
+    if name not in STARK_GRAPHS:
+        raise ValueError(f"no hub files for {name!r}; downloadable graphs: {', '.join(STARK_GRAPHS)}")
+    files = [f"skb/{name}/processed.zip"]
+    if name == "mag":
+        files.append("skb/mag/schema/")
+    if name == "amazon":
+        files.append("skb/amazon/category_list.json")
+    files.append(f"qa/{name}/stark_qa/stark_qa.csv")
+    files.append(f"qa/{name}/stark_qa/stark_qa_human_generated_eval.csv")
+    files += [f"qa/{name}/split/{s}.index" for s in SPLITS]
+    return files
+
+
+def missing_files(name: str, root: Path | str = DEFAULT_ROOT) -> list[str]:
+    """Hub paths of graph ``name`` not yet on disk under ``root`` (no network)."""
+    root = Path(root)
+    missing = []
+    for hub in hub_files(name):
+        if hub.endswith("processed.zip"):
+            if not all(p.exists() for p in graph_files(name, root)):
+                missing.append(hub)
+        elif hub.endswith("/"):
+            folder = root / hub
+            if not folder.is_dir() or not any(folder.iterdir()):
+                missing.append(hub)
+        elif not (root / hub).exists():
+            missing.append(hub)
+    return missing
+
+
+# ====================================================================== download
+def download(name: str, root: Path | str = DEFAULT_ROOT, progress: bool = True) -> Path:
+    """Fetch what stark-qa fetches for graph ``name`` into ``root`` (hub layout); return ``root``.
+
+    Only files missing on disk are fetched; when nothing is missing no network call is made.
+    ``processed.zip`` is unzipped to ``skb/<name>/processed/`` and then deleted.
+    """
+    check_name(name)
+    if name == "demo":
+        raise ValueError(f"the demo graph is built locally, not downloaded: {fetch_command(name, root)}")
+    root = Path(root)
+    todo = missing_files(name, root)
+    if not todo:
+        return root
+    try:
+        from huggingface_hub import hf_hub_download, snapshot_download
+        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    except ImportError:  # pragma: no cover - huggingface_hub is in requirements.txt
+        raise ImportError("downloading STaRK needs huggingface_hub: pip install huggingface_hub") from None
+
+    bars_were_off = are_progress_bars_disabled()
+    if not progress:
+        disable_progress_bars()
+    try:
+        for i, hub in enumerate(todo, 1):
+            if progress:
+                print(f"[{i}/{len(todo)}] fetching {REPO_ID}:{hub} -> {root / hub}", file=sys.stderr)
+            if hub.endswith("/"):
+                snapshot_download(REPO_ID, repo_type="dataset", allow_patterns=[hub + "*"], local_dir=root)
+                continue
+            path = Path(hf_hub_download(REPO_ID, hub, repo_type="dataset", local_dir=root))
+            if hub.endswith("processed.zip"):
+                _unzip_processed(path, skb_dir(name, root), name, root)
+    finally:
+        if not progress and not bars_were_off:
+            enable_progress_bars()
+    still = missing_files(name, root)
+    if still:
+        raise StarkFileError(f"after downloading {name}, still missing under {root}: {', '.join(still)}")
+    return root
+
+
+def _unzip_processed(zip_path: Path, target: Path, name: str, root: Path) -> None:
+    """Unzip ``processed.zip`` so that its ``processed/`` folder lands at ``target/processed``."""
+    tmp = target / ".unzip-tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with zipfile.ZipFile(zip_path) as zf:
+            zf.extractall(tmp)
+    except (zipfile.BadZipFile, EOFError, OSError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        zip_path.unlink(missing_ok=True)
+        raise StarkFileError(f"{zip_path} is truncated or corrupted ({e}); fetch it again: "
+                             f"{fetch_command(name, root)}") from None
+    entries = [p for p in tmp.iterdir() if p.name != "__MACOSX"]
+    if not any(p.name == "processed" for p in entries):  # zip without a top folder: it is the folder
+        (tmp / "processed").mkdir()
+        for p in entries:
+            p.rename(tmp / "processed" / p.name)
+        entries = [tmp / "processed"]
+    for p in entries:
+        dest = target / p.name
+        if dest.is_dir():
+            shutil.rmtree(dest)
+        elif dest.exists():
+            dest.unlink()
+        p.rename(dest)
+    shutil.rmtree(tmp, ignore_errors=True)
+    zip_path.unlink(missing_ok=True)
+
+
+# ====================================================================== reading files
+def _missing(path: Path, name: str, root: Path) -> FileNotFoundError:
+    return FileNotFoundError(f"STaRK file missing: {path}; fetch it with: {fetch_command(name, root)}")
+
+
+def _load_pickle(path: Path, name: str, root: Path):
+    if not path.exists():
+        raise _missing(path, name, root)
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except (EOFError, pickle.UnpicklingError, ValueError, AttributeError, ImportError, IndexError) as e:
+        raise StarkFileError(f"STaRK file truncated or corrupted: {path} ({type(e).__name__}: {e}); "
+                             f"fetch it again with: {fetch_command(name, root)}") from None
+
+
+def _load_tensor(path: Path, name: str, root: Path) -> np.ndarray:
+    import torch
+
+    if not path.exists():
+        raise _missing(path, name, root)
+    try:
+        value = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises RuntimeError/EOFError/UnpicklingError/zip errors for bad files
+        raise StarkFileError(f"STaRK file truncated or corrupted: {path} ({type(e).__name__}: {e}); "
+                             f"fetch it again with: {fetch_command(name, root)}") from None
+    if not isinstance(value, torch.Tensor):
+        raise StarkFileError(f"{path} holds a {type(value).__name__}, expected a tensor")
+    return value.numpy()
+
+
+def _vocabulary(d: dict, path: Path) -> list[str]:
+    if not isinstance(d, dict) or sorted(d) != list(range(len(d))):
+        raise StarkFileError(f"{path}: expected a dict with keys 0..K-1, got keys {list(d)[:10]}")
+    return [str(d[i]) for i in range(len(d))]
+
+
+@dataclass
+class ProcessedGraph:
+    """STaRK's processed files of one graph, as read (``node_info`` untouched)."""
+
+    name: str
+    node_info: dict
+    src: np.ndarray
+    dst: np.ndarray
+    rel: np.ndarray
+    node_types: np.ndarray
+    node_type_names: list[str]
+    relation_names: list[str]
+
+
+def read_processed(name: str, root: Path | str = DEFAULT_ROOT) -> ProcessedGraph:
+    """Read and check the processed files of graph ``name`` (no network)."""
+    check_name(name)
+    root = Path(root)
+    d = graph_dir(name, root)
+    node_info = _load_pickle(d / "node_info.pkl", name, root)
+    edge_index = _load_tensor(d / "edge_index.pt", name, root)
+    edge_types = _load_tensor(d / "edge_types.pt", name, root).reshape(-1)
+    node_types = _load_tensor(d / "node_types.pt", name, root).reshape(-1)
+    if name == "mag":
+        ntypes, rels = list(MAG_NODE_TYPES), list(MAG_RELATIONS)
+    else:
+        ntypes = _vocabulary(_load_pickle(d / "node_type_dict.pkl", name, root), d / "node_type_dict.pkl")
+        rels = _vocabulary(_load_pickle(d / "edge_type_dict.pkl", name, root), d / "edge_type_dict.pkl")
+    n = len(node_types)
+    if not isinstance(node_info, dict):
+        raise StarkFileError(f"{d / 'node_info.pkl'} holds a {type(node_info).__name__}, expected a dict")
+    if len(node_info) != n:
+        raise StarkFileError(f"{d / 'node_info.pkl'} has {len(node_info)} nodes but node_types.pt has {n}")
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2 or edge_index.shape[1] != len(edge_types):
+        raise StarkFileError(f"{d / 'edge_index.pt'} has shape {tuple(edge_index.shape)}; "
+                             f"expected (2, {len(edge_types)}) to match edge_types.pt")
+    return ProcessedGraph(name, node_info, edge_index[0].astype(np.int64), edge_index[1].astype(np.int64),
+                          edge_types.astype(np.int64), node_types.astype(np.int64), ntypes, rels)
+
+
+# ====================================================================== documents
+def clean_info(d: dict) -> dict:
+    """stark-qa's ``clean_dict``: drop values whose ``str`` is '' or 'nan' (so NaN too), recursing into
+    dicts but not lists; None, ' ', [] and {} stay and print literally."""
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out[key] = clean_info(value)
+        elif str(value) not in ("", "nan"):
+            out[key] = value
+    return out
+
+
+def prime_doc(info: dict) -> str:
+    """PRIME (and demo) document of one node; ``info`` is its ``node_info`` entry after `clean_info`."""
+    ntype = info["type"]
+    lines = [f"- name: {info['name']}\n", f"- type: {ntype}\n", f"- source: {info['source']}\n"]
+    details = []
+    for key, value in (info.get("details") or {}).items():
+        if str(value) in ("", "nan") or key.startswith("_") or "_id" in key:
+            continue
+        if ntype == "gene/protein" and key in PRIME_GENE_KEYS:
+            if key == "interpro":
+                value = [v["desc"] for v in ([value] if isinstance(value, dict) else value)]
+            elif key == "generif":
+                value = " ".join("; ".join(v["text"] for v in value).split(" ")[:50000])
+            elif key == "genomic_pos" and isinstance(value, list):
+                value = value[0]
+            details.append(f"  - {key} ({PRIME_GENE_KEYS[key]}): {value}\n")
+        else:
+            details.append(f"  - {key}: {value}\n")
+    if details:
+        lines.append("- details:\n")
+        lines += details
+    return "".join(lines)
+
+
+def _mag_counts(info: dict, label: str) -> str:
+    doc = ""
+    if info.get("PaperCount", -1) != -1:
+        doc += f"- {label} paper count: {info['PaperCount']}\n"
+    if info.get("CitationCount", -1) != -1:
+        doc += f"- {label} citation count: {info['CitationCount']}\n"
+    return doc
+
+
+def mag_doc(info: dict) -> str:
+    """MAG document of one node. Non-paper documents have every '-1' replaced by 'Unknown' (stark-qa
+    does this on the whole text, so 'COVID-19' becomes 'COVIDUnknown9'); paper documents start with a
+    space."""
+    ntype = info.get("type")
+    if ntype == "author":
+        doc = f"- author name: {info.get('DisplayName')}\n" + _mag_counts(info, "author")
+        return doc.replace("-1", "Unknown")
+    if ntype == "field_of_study":
+        doc = f" - field of study: {info.get('DisplayName')}\n" + _mag_counts(info, "field")
+        return doc.replace("-1", "Unknown")
+    if ntype == "institution":
+        doc = f" - institution: {info.get('DisplayName')}\n" + _mag_counts(info, "institution")
+        return doc.replace("-1", "Unknown")
+    if ntype != "paper":
+        raise StarkFileError(f"MAG node of unknown type {ntype!r}; valid types: {', '.join(MAG_NODE_TYPES)}")
+    abstract = info.get("abstract", "")
+    abstract = abstract if isinstance(abstract, str) else str(abstract)
+    doc = f" - paper title: {info.get('title')}\n"
+    doc += " - abstract: " + abstract.replace("\r", "").rstrip("\n") + "\n"
+    if str(info.get("Date", -1)) != "-1":
+        doc += f" - publication date: {info['Date']}\n"
+    for key, label in (("OriginalVenue", "venue"), ("JournalDisplayName", "journal"),
+                       ("ConferenceSeriesDisplayName", "conference"),
+                       ("ConferenceInstancesDisplayName", "conference")):
+        if str(info.get(key, -1)) != "-1":
+            doc += f" - {label}: {info[key]}\n"
+            break
+    return doc
+
+
+def _is_null(value) -> bool:
+    import pandas as pd
+
+    if value is None:
+        return True
+    return np.ndim(value) == 0 and bool(pd.isnull(value))
+
+
+def _review_order(reviews: list) -> np.ndarray:
+    """stark-qa's review order: descending votes via numpy's default (unstable) argsort on -votes."""
+    votes = [0 if _is_null(r["vote"]) else int(str(r["vote"]).replace(",", "")) for r in reviews]
+    return np.argsort(-np.array(votes))
+
+
+def amazon_doc(info: dict, ntype: str, max_entries: int = AMAZON_MAX_ENTRIES) -> str:
+    """AMAZON document of one node of type ``ntype`` (product, brand, category or color)."""
+    if ntype in ("brand", "category", "color"):
+        return f"{ntype} name: {info[ntype + '_name']}"
+    doc = f"- product: {info.get('title')}\n"
+    if "brand" in info:
+        doc += f"- brand: {info['brand']}\n"
+    details = info.get("details")
+    dims = details.get("product_dimensions") if isinstance(details, dict) else None
+    if isinstance(dims, str) and len(dims.split(" ; ")) == 2:
+        dimensions, weight = dims.split(" ; ")
+        doc += f"- dimensions: {dimensions}\n- weight: {weight}\n"
+    description = info.get("description")
+    if description:
+        text = (" ".join(description) if not isinstance(description, float) else str(description)).strip(" ")
+        if text:
+            doc += f"- description: {text}\n"
+    features = info.get("feature")
+    if features:
+        doc += "- features: \n"
+        for i, feat in enumerate(features):
+            if feat and "asin" not in feat.lower():
+                doc += f"#{i + 1}: {feat}\n"
+    reviews = info.get("review")
+    if reviews:
+        doc += "- reviews: \n"
+        for i, r in enumerate(_review_order(reviews)):
+            review = reviews[r]
+            doc += f'#{r + 1}:\nsummary: {review["summary"]}\ntext: "{review["reviewText"]}"\n'
+            if i > max_entries:
+                break
+    qas = info.get("qa")
+    if qas:
+        doc += "- Q&A: \n"
+        for i, qa in enumerate(qas):
+            doc += f'#{i + 1}:\nquestion: "{qa["question"]}"\nanswer: "{qa["answer"]}"\n'
+            if i > max_entries:
+                break
+    return doc
+
+
+def _node_name(name: str, info: dict, ntype: str) -> str:
+    if name in ("prime", "demo"):
+        return str(info.get("name", ""))
+    if name == "mag":
+        return str(info.get("title") if ntype == "paper" else info.get("DisplayName"))
+    if ntype == "product":
+        return str(info.get("title", ""))
+    return str(info.get(ntype + "_name", ""))
+
+
+def documents(g: ProcessedGraph) -> Iterator[tuple[str, str]]:
+    """(name, document) of every node in id order, documents as stark-qa's ``get_doc_info``."""
+    for i in range(len(g.node_types)):
+        try:
+            info = g.node_info[i]
+        except KeyError:
+            raise StarkFileError(f"node_info.pkl of {g.name} has no entry for node {i}") from None
+        ntype = g.node_type_names[g.node_types[i]]
+        try:
+            if g.name in ("prime", "demo"):
+                info = clean_info(info)
+                doc = prime_doc(info)
+            elif g.name == "mag":
+                doc = mag_doc(info)
+            else:
+                doc = amazon_doc(info, ntype)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise StarkFileError(f"node {i} of {g.name} ({ntype}) has malformed node_info: "
+                                 f"{type(e).__name__}: {e}") from None
+        yield _node_name(g.name, info, ntype), doc
+
+
+def candidate_ids(g: ProcessedGraph) -> np.ndarray:
+    """STaRK's candidates: AMAZON product nodes, MAG paper nodes, every node of PRIME (and demo)."""
+    wanted = {"amazon": "product", "mag": "paper"}.get(g.name)
+    if wanted is None:
+        return np.arange(len(g.node_types), dtype=np.int64)
+    return np.flatnonzero(g.node_types == g.node_type_names.index(wanted)).astype(np.int64)
+
+
+def read_graph(name: str, root: Path | str = DEFAULT_ROOT) -> KnowledgeGraph:
+    """Read STaRK graph ``name`` from ``root`` (hub layout) into a `KnowledgeGraph` (no network).
+
+    A missing file raises FileNotFoundError naming it and the command that fetches it; a truncated
+    one raises `StarkFileError`. Edges are stored as in ``edge_index.pt`` (directed).
+    """
+    g = read_processed(name, root)
+    names, texts = [], []
+    for node_name, doc in documents(g):
+        names.append(node_name)
+        texts.append(doc)
+    return KnowledgeGraph.from_edges(name, g.node_type_names, g.node_types, names, texts, g.relation_names,
+                                     g.src, g.dst, g.rel, candidate_ids=candidate_ids(g))
+
+
+# ====================================================================== queries
+@dataclass(frozen=True)
+class Query:
+    """One STaRK query: its id (the csv's ``id``), text and gold answer node ids."""
+
+    id: int
+    text: str
+    answer_ids: tuple[int, ...]
+
+
+@dataclass
+class QuerySet:
+    """A STaRK QA set: queries by id and the split lists.
+
+    Split files hold query ids (not row positions); stark-qa maps each to its position in the sorted list
+    of ids (`positions`). The ``human_generated_eval`` split comes from its own csv, whose ids may repeat
+    ids of the main set, so ``qs[qid]`` looks up the main set only.
+    """
+
+    name: str
+    queries: dict[int, Query]
+    splits: dict[str, list[int]] = field(default_factory=dict)
+    human: list[Query] = field(default_factory=list)
+
+    def __post_init__(self):
+        self._sorted_ids = sorted(self.queries)
+        self._position = {qid: i for i, qid in enumerate(self._sorted_ids)}
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __iter__(self) -> Iterator[Query]:
+        return (self.queries[q] for q in self._sorted_ids)
+
+    def __getitem__(self, qid: int) -> Query:
+        try:
+            return self.queries[int(qid)]
+        except (KeyError, ValueError, TypeError):
+            raise KeyError(f"no query with id {qid!r} in {self.name} "
+                           f"(ids {self._sorted_ids[0]}..{self._sorted_ids[-1]})") from None
+
+    def split_names(self) -> list[str]:
+        return list(self.splits) + ([HUMAN_SPLIT] if self.human else [])
+
+    def split(self, name: str) -> list[Query]:
+        """The queries of split ``name`` in the order of its index file."""
+        if name == HUMAN_SPLIT and self.human:
+            return list(self.human)
+        if name not in self.splits:
+            raise ValueError(f"unknown split {name!r} for {self.name}; valid splits: {', '.join(self.split_names())}")
+        return [self.queries[q] for q in self.splits[name]]
+
+    def ids(self) -> list[int]:
+        """All query ids, sorted (stark-qa's ``STaRKDataset.indices``)."""
+        return list(self._sorted_ids)
+
+    def positions(self, name: str) -> np.ndarray:
+        """stark-qa's ``get_idx_split()[name]``: positions of the split's queries in `ids`."""
+        if name == HUMAN_SPLIT and self.human:
+            return np.arange(len(self.human), dtype=np.int64)
+        self.split(name)  # validates the name
+        return np.array([self._position[q] for q in self.splits[name]], dtype=np.int64)
+
+
+def _read_csv(path: Path, name: str, root: Path) -> list[Query]:
+    import pandas as pd
+
+    if not path.exists():
+        raise _missing(path, name, root)
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise StarkFileError(f"STaRK file unreadable: {path} ({e}); fetch it again with: "
+                             f"{fetch_command(name, root)}") from None
+    for col in ("id", "query", "answer_ids"):
+        if col not in df.columns:
+            raise StarkFileError(f"{path} has no column {col!r}; columns: {', '.join(map(str, df.columns))}")
+    out = []
+    for row_id, text, answers in zip(df["id"], df["query"], df["answer_ids"]):
+        try:
+            ids = ast.literal_eval(answers) if isinstance(answers, str) else answers
+            ids = tuple(int(a) for a in ids)
+        except (ValueError, SyntaxError, TypeError):
+            raise StarkFileError(f"{path}: query {row_id} has unreadable answer_ids {answers!r}; "
+                                 f"fetch it again with: {fetch_command(name, root)}") from None
+        out.append(Query(int(row_id), str(text), ids))
+    return out
+
+
+def _read_index(path: Path, name: str, root: Path) -> list[int]:
+    if not path.exists():
+        raise _missing(path, name, root)
+    text = path.read_text().strip()
+    try:
+        return [int(x) for x in text.split("\n")] if text else []
+    except ValueError as e:
+        raise StarkFileError(f"{path} is corrupted ({e}); fetch it again with: {fetch_command(name, root)}") from None
+
+
+def read_queries(name: str, root: Path | str = DEFAULT_ROOT) -> QuerySet:
+    """Read the QA set of graph ``name`` (no network).
+
+    STaRK graphs need every file `download` fetches; the demo needs ``stark_qa.csv`` and the
+    train/val/test indices (``test-0.1`` and the human-generated csv are read when present).
+    """
+    check_name(name)
+    root = Path(root)
+    files = qa_files(name, root)
+    queries = {}
+    for q in _read_csv(files["queries"], name, root):
+        if q.id in queries:
+            raise StarkFileError(f"{files['queries']}: query id {q.id} appears twice")
+        queries[q.id] = q
+    optional = {"test-0.1", HUMAN_SPLIT} if name == "demo" else set()
+    splits = {}
+    for s in SPLITS:
+        if s in optional and not files[s].exists():
+            continue
+        ids = _read_index(files[s], name, root)
+        unknown = [q for q in ids if q not in queries]
+        if unknown:
+            raise StarkFileError(f"{files[s]} lists query ids not in {files['queries'].name}: {unknown[:10]}")
+        splits[s] = ids
+    human = []
+    if not (HUMAN_SPLIT in optional and not files[HUMAN_SPLIT].exists()):
+        human = sorted(_read_csv(files[HUMAN_SPLIT], name, root), key=lambda q: q.id)
+    return QuerySet(name, queries, splits, human)
+
+
+# ====================================================================== CLI
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ark.stark", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for cmd, helptext in (("download", "fetch the files stark-qa fetches (only the missing ones)"),
+                          ("check", "list missing files, offline")):
+        p = sub.add_parser(cmd, help=helptext)
+        p.add_argument("name", choices=STARK_GRAPHS + ("all",))
+        p.add_argument("--root", default=str(DEFAULT_ROOT), help="hub-layout root (default: data/stark)")
+        if cmd == "download":
+            p.add_argument("--no-progress", action="store_true", help="hide the download progress bars")
+    args = parser.parse_args(argv)
+    names = STARK_GRAPHS if args.name == "all" else (args.name,)
+    status = 0
+    for name in names:
+        if args.command == "download":
+            download(name, args.root, progress=not args.no_progress)
+            print(f"{name}: all files present under {args.root}")
+        else:
+            missing = missing_files(name, args.root)
+            print(json.dumps({"graph": name, "root": str(args.root), "missing": missing}))
+            status |= bool(missing)
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()
