@@ -29,7 +29,7 @@ PIP="$VENV/bin/pip"
 "$PIP" install -q -r requirements.txt
 # stark-qa and colbert-ai without their declared dependencies, then what their imports really need
 "$PIP" install -q --no-deps stark-qa==1.1.0 colbert-ai
-"$PIP" install -q gdown langdetect beautifulsoup4 nltk langchain-text-splitters torchmetrics anthropic \
+"$PIP" install -q gdown langdetect beautifulsoup4 nltk langchain-text-splitters torchmetrics==1.9.0 anthropic \
   transformers ogb ujson gitpython
 "$PIP" install -q --no-deps -e .
 "$VENV/bin/python" - <<'EOF'
