@@ -336,6 +336,8 @@ class LLMClient:
                              "or {'type': 'function', 'function': {'name': ...}}")
         self.stats.calls += 1
         params = self.sampling_params(tool_choice, with_tools=bool(tools))
+        if "seed" in params:  # agents of one query must sample independently, also under a fixed seed
+            params["seed"] += agent_index
         key = None
         if self.cache is not None:
             key = cache_key(model=self.config.model, messages=messages, tools=tools, params=params,

@@ -374,3 +374,11 @@ def test_local_server_config_validation(tmp_path):
                      "--n_ctx": "8192", "--n_threads": "3", "--n_threads_batch": "3"}
     unnamed = LocalServer(model_path=str(tmp_path / "My-Model.Q4_0.gguf"))
     assert unnamed.model_alias() == "My-Model.Q4_0"  # cache keys follow the model file
+
+
+def test_each_agent_samples_with_its_own_seed():
+    with ScriptedServer([tool_reply(("finish", {})), tool_reply(("finish", {}))]) as s:
+        client = LLMClient(cfg(s, temperature=0.7, seed=11))
+        run(client.chat(MESSAGES, TOOLS, agent_index=0))
+        run(client.chat(MESSAGES, TOOLS, agent_index=2))
+    assert [r["seed"] for r in s.requests] == [11, 13]
