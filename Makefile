@@ -10,7 +10,8 @@ export WANDB_MODE ?= offline
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help install install-local install-distill demo test test-integration test-comparison \
-        test-distill test-all table1 reproduce-table1 figures bench clean
+        test-distill test-all table1 reproduce-table1 table1-demo figures viewer bench bench-graph \
+        bench-tools bench-agent bench-runner clean
 
 help:
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -64,3 +65,34 @@ test-all: test test-integration test-distill test-comparison
 
 clean:
 	rm -rf $(VENV) .venv-compare data/cache
+
+# --- paper recipes -----------------------------------------------------------------------------
+table1: $(VENV)/.core ## Table 1 from existing run directories (no LLM calls)
+	$(PY) -m experiments.table1
+
+reproduce-table1: $(VENV)/.core ## run Table 1 (needs data/stark and OPENAI_API_KEY), then build it
+	$(PY) -m experiments.table1 reproduce
+
+table1-demo: $(VENV)/.local ## a shrunk Table 1 on the demo graph with the local model
+	$(PY) -m experiments.table1 reproduce graph=demo backbone=local limit=5 --runs results/runs-demo --out results/demo
+
+figures: $(VENV)/.core ## the paper's figures and tables from run directories (no LLM calls)
+	$(PY) -m experiments.figures results/runs --out results/figures
+
+viewer: $(VENV)/.core ## HTML trajectory viewer: make viewer RUN=results/runs/<exp>/<graph>/<run>
+	$(PY) -m experiments.viewer $(RUN) --out $(RUN)/viewer.html
+
+# --- benchmarks (print ratios measured side by side in one run) ----------------------------------
+bench-graph: $(VENV)/.core ## graph store at MAG scale (about 6 GiB, 3-5 min; SCALE=0.1 for a quick run)
+	$(PY) scripts/bench_graph.py --scale $(or $(SCALE),1.0)
+
+bench-tools: $(VENV)/.core ## global search and neighbor exploration at MAG scale
+	$(PY) scripts/bench_tools.py --scale $(or $(SCALE),1.0)
+
+bench-agent: $(VENV)/.core ## agent loop throughput and step overhead (scripted 200 ms server)
+	$(PY) scripts/bench_agent.py
+
+bench-runner: $(VENV)/.core ## whole runner over 1,000 demo queries (scripted 200 ms server)
+	$(PY) scripts/bench_runner.py
+
+bench: bench-graph bench-tools bench-agent bench-runner
