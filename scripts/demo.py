@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
           f"node types {graph.node_type_names}; {len(queries)} test queries")
     # small observations keep prompts inside SmolLM2's 8k window and calls fast on a CPU
     toolset = ToolSet(graph, index, ToolConfig(neighbors_k=10, max_observation_tokens=600, snippet_chars=100))
-    bm25 = BM25Retriever(graph, cache_dir("demo", args.root), index=index if len(graph.candidate_ids) == graph.num_nodes else None)
+    bm25 = BM25Retriever(graph, cache_dir("demo", args.root))  # STaRK's tokens: its own cached index
     bm25_rankings = [bm25.retrieve(q.text) for q in queries]
 
     print("[2/4] starting the local model server ...", flush=True)

@@ -1,0 +1,84 @@
+"""Non-agent baselines with the agent's interface. `BM25Retriever`: the first row of the paper's Table 1.
+
+STaRK's own BM25 baseline (``stark_qa.models.BM25``) indexes ``get_doc_info`` of the graph's candidate
+ids with bm25s and returns the top 100 for the full query. `BM25Retriever` does the same with this
+repo's index: documents are ``graph.node_text(i)`` (== ``get_doc_info(i, add_rel=False,
+compact=False)``) of ``graph.candidate_ids`` only, so idf and average length are over the candidates as
+in STaRK. Tokens are STaRK's by default: ``bm25s.tokenize`` with its defaults, English stopwords and no
+stemming (``stem=True`` gives the agent's stemmed tokenizer instead). Nodes with score 0 are not
+ranked (STaRK's evaluator puts unscored candidates in one tie at the bottom anyway).
+
+The candidate index is cached in ``<cache_dir>/bm25_candidates`` (or the global ``<cache_dir>/bm25``
+when every node is a candidate). ``python -m ark.baselines <graph> "query"`` prints a top 10.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ark.retrieval import Retrieval
+from ark.text_index import BM25Index, load_index
+
+
+class BM25Retriever:
+    """Ranks the graph's candidate nodes by BM25 of the whole query (top ``top``, default 100)."""
+
+    def __init__(self, graph, cache_dir: Path | str | None = None, top: int = 100, k1: float = 1.5,
+                 b: float = 0.75, method: str = "lucene", stem: bool = False, stopwords: bool = True,
+                 index: BM25Index | None = None):
+        """``index``: a ready index over the candidates (document i = ``graph.candidate_ids[i]``); else it
+        is loaded from / built into ``cache_dir`` (built in memory when ``cache_dir`` is None)."""
+        if top < 1:
+            raise ValueError(f"top must be >= 1, got {top}")
+        self.graph = graph
+        self.top = top
+        self.candidate_ids = np.asarray(graph.candidate_ids, dtype=np.int64)
+        all_nodes = len(self.candidate_ids) == graph.num_nodes and bool(
+            (self.candidate_ids == np.arange(graph.num_nodes)).all())
+        if index is None:
+            if cache_dir is None:
+                texts = graph.texts() if all_nodes else (graph.node_text(int(i)) for i in self.candidate_ids)
+                index = BM25Index.build(texts, k1=k1, b=b, method=method, stem=stem, stopwords=stopwords)
+            elif all_nodes:
+                index = load_index(graph, cache_dir, k1=k1, b=b, method=method, stem=stem,
+                                   stopwords=stopwords, subdir="bm25" if stem else "bm25_unstemmed")
+            else:
+                index = load_index(graph, cache_dir, k1=k1, b=b, method=method, stem=stem,
+                                   stopwords=stopwords, subdir="bm25_candidates", doc_ids=self.candidate_ids)
+        if index.num_docs != len(self.candidate_ids):
+            raise ValueError(f"index has {index.num_docs} documents but the graph has "
+                             f"{len(self.candidate_ids)} candidates")
+        self.index = index
+
+    def retrieve(self, query: str) -> list[int]:
+        """Candidate node ids ranked by BM25 of ``query`` (score > 0 only, at most ``top``)."""
+        pos, _ = self.index.search(query, self.top)
+        return self.candidate_ids[pos].tolist()
+
+    async def aretrieve(self, query: str, query_id: int | str = "") -> Retrieval:
+        """`retrieve` off the event loop, wrapped as a `Retrieval` (no trajectories, no tokens, no cost)."""
+        t0 = time.perf_counter()
+        ranking = await asyncio.to_thread(self.retrieve, query)
+        return Retrieval(ranking=ranking, agent_rankings=[ranking], trajectories=[],
+                         latency_s=time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        raise SystemExit('usage: python -m ark.baselines <graph name> "query"')
+    from ark.dataset import cache_dir, load_graph
+
+    graph = load_graph(args[0])
+    retriever = BM25Retriever(graph, cache_dir(args[0]))
+    for i in retriever.retrieve(args[1])[:10]:
+        print(f"{i:>8}  [{graph.node_type_name(i)}] {graph.node_name(i)}")
+
+
+if __name__ == "__main__":
+    main()

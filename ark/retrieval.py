@@ -1,0 +1,26 @@
+"""`Retrieval`: what any retriever (ARK agent, BM25 baseline) returns for one query.
+
+Defined on its own so that `ark.agent` and `ark.baselines` share it without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ark.trajectory import Trajectory
+
+
+@dataclass
+class Retrieval:
+    """One query's result: the final ranking, per-agent rankings, trajectories and costs."""
+
+    ranking: list[int]  # final ranked node ids (ARK: fused top 20; baselines: top 100)
+    agent_rankings: list[list[int]] = field(default_factory=list)  # one selected list per agent
+    trajectories: list["Trajectory"] = field(default_factory=list)  # one per agent; [] for baselines
+    latency_s: float = 0.0  # wall-clock seconds for the query
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    error: str | None = None  # set when the query failed

@@ -1,0 +1,423 @@
+"""The BM25 text index over node documents: global top-k search and subset (neighborhood) scoring.
+
+This module owns the relevance function ``rel(q, d_V(v))`` of the paper: BM25 over every node's document
+text, built with ``bm25s`` once per graph and saved beside the graph cache (``<cache>/bm25/``).
+
+* Tokenizer (`Tokenizer`): lowercase, the scikit-learn token pattern ``\\b\\w\\w+\\b``, bm25s' English
+  stopwords, PyStemmer's English (Snowball) stemmer. Documents and queries go through the same steps.
+* `BM25Index.search`: top-k over the whole graph (optionally only nodes allowed by a mask); nodes with
+  score 0 are never returned. Ties are broken by the lower node id, so rankings are deterministic.
+* `BM25Index.score`: BM25 scores of a given subset of nodes with the *global* statistics (idf, average
+  document length), read straight from the per-token score matrix bm25s keeps (``scores["data"]``,
+  ``["indices"]``, ``["indptr"]``: a CSC matrix with one column per token and doc ids sorted within each
+  column). Per query token it walks the shorter of (sorted subset, posting list) and gallops (exponential
+  then binary search, always forward) in the longer one: ``O(|q| * min(|ids|, df) * log(max/min))``,
+  i.e. proportional to the subset (times a log factor), not to the graph.
+* `load_index(graph, cache_dir)`: reuse ``<cache_dir>/bm25`` when it was built from a graph with the same
+  ``graph.fingerprint`` and the same BM25 parameters, else build and save it.
+
+Repeated query tokens count once per occurrence, exactly as in ``bm25s.BM25.retrieve``.
+
+Run ``python -m ark.text_index <graph cache dir> "some query"`` to print the top 10 of a cached graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import Stemmer
+from bm25s.stopwords import STOPWORDS_EN
+from numba import njit
+
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+METHODS = ("lucene", "robertson", "atire")  # bm25s methods without a non-occurrence term
+INDEX_VERSION = 1
+_META = "ark_index.json"
+
+
+class Tokenizer:
+    """Lowercase, split on ``TOKEN_PATTERN``, drop English stopwords, stem with PyStemmer (English).
+
+    One Stemmer per thread (PyStemmer objects keep an unsynchronised cache)."""
+
+    def __init__(self, stem: bool = True, stopwords: bool = True):
+        self.stem = stem
+        self.stopwords = stopwords
+        self._split = re.compile(TOKEN_PATTERN).findall
+        self._stop = frozenset(STOPWORDS_EN) if stopwords else frozenset()
+        self._local = threading.local()
+
+    def _stemmer(self) -> Stemmer.Stemmer | None:
+        if not self.stem:
+            return None
+        s = getattr(self._local, "stemmer", None)
+        if s is None:
+            s = self._local.stemmer = Stemmer.Stemmer("english")
+        return s
+
+    def __call__(self, text: str) -> list[str]:
+        """Tokens of one query or document."""
+        words = [w for w in self._split(text.lower()) if w not in self._stop]
+        stemmer = self._stemmer()
+        return stemmer.stemWords(words) if stemmer is not None else words
+
+    def corpus(self, texts: Sequence[str]) -> bm25s.tokenization.Tokenized:
+        """Tokenize many documents with bm25s (same steps as `__call__`, vocabulary built once)."""
+        return bm25s.tokenize(list(texts), lower=True, token_pattern=TOKEN_PATTERN,
+                              stopwords="en" if self.stopwords else None,
+                              stemmer=self._stemmer(), show_progress=False)
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    """BM25 hyper-parameters (bm25s names) and tokenizer switch; stored with the index."""
+
+    k1: float = 1.5  # term-frequency saturation
+    b: float = 0.75  # document-length normalisation
+    method: str = "lucene"  # one of METHODS (bm25s' idf/tf variant)
+    stem: bool = True  # PyStemmer English stemming of documents and queries
+    stopwords: bool = True  # drop English stopwords (bm25s' list)
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"unknown BM25 method {self.method!r}; valid methods: {', '.join(METHODS)}")
+
+
+# ---------------------------------------------------------------------------------------- kernels
+@njit(cache=True, nogil=True, inline="always")
+def _better(s1, i1, s2, i2):
+    return s1 > s2 or (s1 == s2 and i1 < i2)
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(hs, hi, size, s, i):
+    """Keep the best ``len(hs)`` (score, id) pairs in a min-heap whose root is the worst kept pair."""
+    k = len(hs)
+    if size < k:
+        pos = size
+        size += 1
+        while pos > 0:
+            parent = (pos - 1) >> 1
+            if _better(hs[parent], hi[parent], s, i):
+                hs[pos] = hs[parent]
+                hi[pos] = hi[parent]
+                pos = parent
+            else:
+                break
+        hs[pos] = s
+        hi[pos] = i
+        return size
+    if not _better(s, i, hs[0], hi[0]):
+        return size
+    pos = 0
+    while True:
+        c = 2 * pos + 1
+        if c >= size:
+            break
+        if c + 1 < size and _better(hs[c], hi[c], hs[c + 1], hi[c + 1]):
+            c += 1
+        if _better(hs[c], hi[c], s, i):  # the worst child is still better than the new pair
+            break
+        hs[pos] = hs[c]
+        hi[pos] = hi[c]
+        pos = c
+    hs[pos] = s
+    hi[pos] = i
+    return size
+
+
+@njit(cache=True, nogil=True)
+def _search_kernel(data, indices, indptr, qtok, num_docs, k, mask, use_mask):
+    """Top-k (score > 0, allowed by mask) over all documents: unsorted heap arrays, their size, and the
+    number of documents with score > 0 allowed by the mask."""
+    scores = np.zeros(num_docs, dtype=np.float32)
+    total = 0
+    for t in qtok:
+        total += indptr[t + 1] - indptr[t]
+    hs = np.empty(k, dtype=np.float32)
+    hi = np.empty(k, dtype=np.int64)
+    size = 0
+    matched = 0
+    thr = np.float32(0.0)  # a document must beat this to enter the heap (the root once it is full)
+    if total * 4 < num_docs:  # sparse: visit only documents that contain a query token
+        seen = np.zeros(num_docs, dtype=np.bool_)
+        cand = np.empty(total, dtype=np.int64)
+        n = 0
+        for t in qtok:
+            for j in range(indptr[t], indptr[t + 1]):
+                d = indices[j]
+                if not seen[d]:
+                    seen[d] = True
+                    cand[n] = d
+                    n += 1
+                scores[d] += data[j]
+        for c in range(n):
+            d = cand[c]
+            s = scores[d]
+            if s > 0 and (not use_mask or mask[d]):
+                matched += 1
+                if s >= thr:  # candidates are not in id order: ties go through the full comparison
+                    size = _heap_push(hs, hi, size, s, d)
+                    if size == k:
+                        thr = hs[0]
+    else:
+        for t in qtok:
+            for j in range(indptr[t], indptr[t + 1]):
+                scores[indices[j]] += data[j]
+        for d in range(num_docs):  # a tight loop the compiler vectorises
+            if scores[d] > 0 and (not use_mask or mask[d]):
+                matched += 1
+        for d in range(num_docs):  # ascending ids: an equal score never beats the kept one
+            s = scores[d]
+            if s > thr and (not use_mask or mask[d]):
+                size = _heap_push(hs, hi, size, s, d)
+                if size == k:
+                    thr = hs[0]
+    return hs, hi, size, matched
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gallop(arr, start, end, x):
+    """First i in [start, end) with arr[i] >= x (arr ascending), or end; probes 1, 2, 4, ... ahead of
+    start, then bisects: O(log distance), and successive searches move forward through memory."""
+    if start >= end or arr[start] >= x:
+        return start
+    lo = start  # arr[lo] < x
+    step = 1
+    hi = start + 1
+    while hi < end and arr[hi] < x:
+        lo = hi
+        step *= 2
+        hi = lo + step
+    if hi > end:
+        hi = end
+    lo += 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if arr[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _subset_kernel(data, indices, indptr, qtok, sorted_ids):
+    """Scores of ``sorted_ids`` (ascending, duplicates allowed) with the global score matrix, aligned
+    with ``sorted_ids``. Per token: walk the shorter of (subset, posting list) and gallop in the other."""
+    m = len(sorted_ids)
+    out = np.zeros(m, dtype=np.float32)
+    if m == 0:
+        return out
+    for t in qtok:
+        lo = indptr[t]
+        hi = indptr[t + 1]
+        if hi - lo <= m:
+            p = 0
+            for j in range(lo, hi):
+                p = _gallop(sorted_ids, p, m, indices[j])
+                if p == m:
+                    break
+                q = p
+                while q < m and sorted_ids[q] == indices[j]:  # duplicated ids each get the score
+                    out[q] += data[j]
+                    q += 1
+        else:
+            j = lo
+            for p in range(m):
+                j = _gallop(indices, j, hi, sorted_ids[p])
+                if j == hi:
+                    break
+                if indices[j] == sorted_ids[p]:
+                    out[p] += data[j]
+    return out
+
+
+# ---------------------------------------------------------------------------------------- index
+class BM25Index:
+    """BM25 over node documents (node id == document position). Build with `build` or `load_index`."""
+
+    def __init__(self, retriever: bm25s.BM25, params: BM25Params, fingerprint: str = ""):
+        self.retriever = retriever
+        self.params = params
+        self.fingerprint = fingerprint
+        self.tokenizer = Tokenizer(stem=params.stem, stopwords=params.stopwords)
+        s = retriever.scores
+        self._data = np.asarray(s["data"], dtype=np.float32)
+        self._indices = np.asarray(s["indices"])
+        self._indptr = np.asarray(s["indptr"])
+        self.num_docs = int(s["num_docs"])
+        self._vocab = retriever.vocab_dict
+        self._no_mask = np.zeros(1, dtype=np.bool_)
+
+    @classmethod
+    def build(cls, texts: Iterable[str], k1: float = 1.5, b: float = 0.75, method: str = "lucene",
+              stem: bool = True, fingerprint: str = "", stopwords: bool = True) -> "BM25Index":
+        """Tokenize ``texts`` (document i = node i) and build the bm25s index with the numba backend."""
+        params = BM25Params(k1=k1, b=b, method=method, stem=stem, stopwords=stopwords)
+        texts = list(texts)
+        if not texts:
+            raise ValueError("cannot build a BM25 index over zero documents")
+        tokens = Tokenizer(stem=stem, stopwords=stopwords).corpus(texts)
+        retriever = bm25s.BM25(k1=k1, b=b, method=method, backend="numba")
+        retriever.index(tokens, show_progress=False)
+        return cls(retriever, params, fingerprint)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, d: Path | str, extra: dict | None = None) -> None:
+        """Write the bm25s arrays + vocabulary and ``ark_index.json`` (written last, plus ``extra``)."""
+        d = Path(d)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / _META).unlink(missing_ok=True)
+        self.retriever.save(str(d))
+        meta = {"version": INDEX_VERSION, "fingerprint": self.fingerprint, "num_docs": self.num_docs,
+                **asdict(self.params), **(extra or {})}
+        (d / _META).write_text(json.dumps(meta, indent=1))
+
+    @classmethod
+    def load(cls, d: Path | str, mmap: bool = True) -> "BM25Index":
+        """Load an index written by `save` (score arrays memory-mapped when ``mmap``)."""
+        d = Path(d)
+        meta_path = d / _META
+        if not meta_path.exists():
+            raise FileNotFoundError(f"no BM25 index at {d} (missing {_META})")
+        meta = json.loads(meta_path.read_text())
+        params = BM25Params(k1=meta["k1"], b=meta["b"], method=meta["method"], stem=meta["stem"],
+                            stopwords=meta.get("stopwords", True))
+        retriever = bm25s.BM25.load(str(d), mmap=mmap)
+        retriever.backend = "numba"
+        return cls(retriever, params, meta.get("fingerprint", ""))
+
+    @staticmethod
+    def stored_meta(d: Path | str) -> dict | None:
+        """The ``ark_index.json`` of a saved index, or None when there is none (or it is unreadable)."""
+        try:
+            return json.loads((Path(d) / _META).read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    # ------------------------------------------------------------------ queries
+    def token_ids(self, query: str) -> np.ndarray:
+        """Vocabulary ids of the query's tokens (tokens unseen in the corpus are dropped)."""
+        vocab = self._vocab
+        return np.array([vocab[t] for t in self.tokenizer(query) if t in vocab], dtype=np.int64)
+
+    def search(self, query: str, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` node ids and scores (descending, ties by lower id), only scores > 0.
+
+        ``mask``: optional bool array over all nodes; only nodes where it is True can be returned."""
+        ids, scores, _ = self.search_with_total(query, k, mask)
+        return ids, scores
+
+    def search_with_total(self, query: str, k: int, mask: np.ndarray | None = None
+                          ) -> tuple[np.ndarray, np.ndarray, int]:
+        """`search` plus the number of nodes (allowed by ``mask``) with score > 0."""
+        qtok = self.token_ids(query)
+        k = int(min(max(k, 0), self.num_docs))
+        if len(qtok) == 0 or k == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32), 0
+        if mask is not None:
+            mask = np.asarray(mask, dtype=np.bool_)
+            if mask.shape != (self.num_docs,):
+                raise ValueError(f"mask has shape {mask.shape}, expected ({self.num_docs},)")
+        hs, hi, size, total = _search_kernel(self._data, self._indices, self._indptr, qtok, self.num_docs,
+                                             k, self._no_mask if mask is None else mask, mask is not None)
+        hs, hi = hs[:size], hi[:size]
+        order = np.lexsort((hi, -hs))
+        return hi[order], hs[order], int(total)
+
+    def score(self, query: str, ids: np.ndarray | Sequence[int]) -> np.ndarray:
+        """BM25 scores (float32) of ``ids`` in the given order, with the global statistics.
+
+        Equals the full-index score of each id; costs time in ``len(ids)``, not in the graph size."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.ndim != 1:
+            raise ValueError(f"ids must be one-dimensional, got shape {ids.shape}")
+        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_docs):
+            raise IndexError(f"ids outside 0..{self.num_docs - 1}")
+        qtok = self.token_ids(query)
+        if len(qtok) == 0 or len(ids) == 0:
+            return np.zeros(len(ids), dtype=np.float32)
+        order = np.argsort(ids, kind="stable")
+        sorted_scores = _subset_kernel(self._data, self._indices, self._indptr, qtok, ids[order])
+        out = np.empty(len(ids), dtype=np.float32)
+        out[order] = sorted_scores
+        return out
+
+    def full_scores(self, query: str) -> np.ndarray:
+        """Scores of every document (bm25s' own dense computation); for tests and checks."""
+        qtok = self.token_ids(query)
+        if len(qtok) == 0:
+            return np.zeros(self.num_docs, dtype=np.float32)
+        return self.retriever.get_scores_from_ids(qtok.tolist())
+
+    def matched_terms(self, query: str) -> list[str]:
+        """The query's stemmed tokens that occur in the corpus (for snippets and empty-query errors)."""
+        return [t for t in self.tokenizer(query) if t in self._vocab]
+
+
+def load_index(graph, cache_dir: Path | str, k1: float = 1.5, b: float = 0.75, method: str = "lucene",
+               stem: bool = True, subdir: str = "bm25", doc_ids: np.ndarray | None = None,
+               stopwords: bool = True) -> BM25Index:
+    """The graph's BM25 index from ``<cache_dir>/<subdir>``, built and saved there on first use.
+
+    ``doc_ids``: index only these nodes (document i = node ``doc_ids[i]``; statistics over them only),
+    e.g. STaRK's candidate ids for the BM25 baseline; default all nodes in id order. The stored index is
+    reused when it was built from a graph with the same ``graph.fingerprint``, the same ``doc_ids`` and
+    the same parameters, and rebuilt otherwise."""
+    d = Path(cache_dir) / subdir
+    params = BM25Params(k1=k1, b=b, method=method, stem=stem, stopwords=stopwords)
+    if doc_ids is None:
+        ids_digest, num_docs = "all", graph.num_nodes
+    else:
+        doc_ids = np.ascontiguousarray(doc_ids, dtype=np.int64)
+        ids_digest, num_docs = hashlib.sha1(doc_ids.tobytes()).hexdigest(), len(doc_ids)
+    want = {"version": INDEX_VERSION, "fingerprint": graph.fingerprint, "num_docs": num_docs,
+            "doc_ids": ids_digest, **asdict(params)}
+    have = BM25Index.stored_meta(d)
+    if have is not None and all(have.get(key) == val for key, val in want.items()):
+        try:
+            return BM25Index.load(d)
+        except (OSError, ValueError, KeyError):
+            pass  # unreadable: rebuild below
+    texts = graph.texts() if doc_ids is None else (graph.node_text(int(i)) for i in doc_ids)
+    index = BM25Index.build(texts, k1=k1, b=b, method=method, stem=stem, fingerprint=graph.fingerprint,
+                            stopwords=stopwords)
+    # write beside, then swap in: a concurrent reader never sees a half-written index
+    tmp = d.with_name(f"{d.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    index.save(tmp, extra={"doc_ids": ids_digest})
+    old = d.with_name(f"{d.name}.old-{os.getpid()}")
+    if d.exists():
+        os.replace(d, old)
+    os.replace(tmp, d)
+    shutil.rmtree(old, ignore_errors=True)
+    return index
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        raise SystemExit('usage: python -m ark.text_index <graph cache dir> "query"')
+    from ark.graph import KnowledgeGraph
+
+    graph = KnowledgeGraph.load(args[0])
+    index = load_index(graph, args[0])
+    ids, scores = index.search(args[1], 10)
+    for i, s in zip(ids.tolist(), scores.tolist()):
+        print(f"{s:8.3f}  {i:>8}  [{graph.node_type_name(i)}] {graph.node_name(i)}")
+
+
+if __name__ == "__main__":
+    main()

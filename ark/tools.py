@@ -1,0 +1,430 @@
+"""The two ARK retrieval tools the LLM calls: ``search_graph`` and ``explore_neighbors``.
+
+* ``search_graph(query, k=5, node_types=None)`` is the paper's ``Search_G(q, k)``: the top-k nodes of the
+  whole graph by BM25 of the subquery; k is capped at ``ToolConfig.search_k_max``; nodes scoring 0 are
+  never hits.
+* ``explore_neighbors(node_id, query=None, node_types=None, relations=None, k=20)`` is the paper's
+  ``Neighbors(v, q, F)``: the one-hop neighbors of v over edges in both directions, filtered by neighbor
+  node types F_V and relation types F_E, ranked by BM25 of q with the global statistics (neighbors
+  without any query term follow with score 0). Without q the order is ascending node id. A neighbor
+  linked by several edges appears once with all its relations and directions; the footer always gives
+  the number N of distinct neighbors that passed the filters. ``v`` itself (a self-loop) is not listed.
+
+Each tool is declared once as a `ToolSpec` (name, description, parameters with JSON schemas) from which
+`ToolSet.openai_tools` builds the OpenAI ``tools`` list. The ablation switches of `ToolConfig`
+(``neighbors``, ``neighbor_query``, ``type_filter``) remove the tool or its parameters from the schema,
+and `ToolSet.call` then rejects them like any other unknown argument.
+
+`ToolSet.call` never raises on what an LLM may send: malformed JSON, wrong or missing argument names,
+ids as strings ("12" works), ids out of range, unknown type names (answered with the valid ones), k out
+of range (clamped, with a note), empty or stopword-only queries. Each gives a short error observation
+(`ToolResult.error` set). Empty lists for ``node_types``/``relations`` mean "no filter"; type names are
+matched exactly, then ignoring case and surrounding spaces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ark.observation import NodeLine, Snippeter, render
+from ark.text_index import BM25Index
+
+SEARCH = "search_graph"
+NEIGHBORS = "explore_neighbors"
+
+
+@dataclass
+class ToolConfig:
+    """Tool budgets and the toolset ablations of the paper's Table 3."""
+
+    search_k: int = 5  # default k of search_graph (paper: 5)
+    search_k_max: int = 50  # largest k the agent may ask search_graph for
+    neighbors_k: int = 20  # default k of explore_neighbors (paper: 20)
+    neighbors_k_max: int = 100  # largest k the agent may ask explore_neighbors for
+    neighbors: bool = True  # False: "w/o Neighbors" (explore_neighbors is not offered)
+    neighbor_query: bool = True  # False: "Neighbors w/o q" (no query parameter, id order)
+    type_filter: bool = True  # False: "Neighbors w/o F" (no node_types/relations parameters)
+    search_type_filter: bool = True  # offer the node_types parameter of search_graph
+    max_observation_tokens: int = 2000  # observation budget, approx. tokens (ark.observation)
+    snippet_chars: int = 160  # length of the text snippet per node
+
+    def __post_init__(self):
+        for name in ("search_k", "search_k_max", "neighbors_k", "neighbors_k_max", "max_observation_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ToolConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.search_k > self.search_k_max or self.neighbors_k > self.neighbors_k_max:
+            raise ValueError("ToolConfig: a default k is above its maximum")
+
+
+@dataclass
+class ToolResult:
+    """What one tool call returns: the observation text for the LLM, the node ids shown in it, and the
+    error message when the call was rejected (then ``node_ids`` is empty)."""
+
+    observation: str
+    node_ids: list[int]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Param:
+    """One tool parameter: its JSON schema, its description for the LLM, whether it is required."""
+
+    name: str
+    schema: dict
+    description: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the LLM sees it."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...] = field(default_factory=tuple)
+
+    def openai(self) -> dict:
+        """The OpenAI ``tools`` entry (function definition) of this tool."""
+        props = {p.name: {**p.schema, "description": p.description} for p in self.params}
+        return {"type": "function", "function": {
+            "name": self.name,
+            "description": self.description,
+            "parameters": {"type": "object", "properties": props,
+                           "required": [p.name for p in self.params if p.required],
+                           "additionalProperties": False},
+        }}
+
+
+@dataclass
+class NeighborRanking:
+    """The ranked neighbors of one node, before rendering."""
+
+    ids: np.ndarray  # neighbor ids in rank order (at most k)
+    scores: np.ndarray | None  # their BM25 scores, None without a query
+    links: list[list[tuple[str, bool]]]  # per neighbor: (relation name, outgoing) pairs, CSR order
+    total: int  # distinct neighbors that passed the filters
+    matched: int | None  # of those, how many have score > 0 (None without a query)
+
+
+class ToolInputError(ValueError):
+    """An argument the LLM sent cannot be used; the message is shown to the LLM."""
+
+
+# ------------------------------------------------------------------------------ argument coercion
+def _as_int(name: str, value) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise ToolInputError(f"{name} must be an integer, got {json.dumps(value)}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        s = value.strip()
+        try:
+            return int(s)
+        except ValueError:
+            try:
+                f = float(s)
+            except ValueError:
+                f = None
+            if f is not None and f.is_integer():
+                return int(f)
+    raise ToolInputError(f"{name} must be an integer, got {_show(value)}")
+
+
+def _show(value, limit: int = 80) -> str:
+    try:
+        s = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        s = repr(value)
+    return s if len(s) <= limit else s[:limit] + "…"
+
+
+def _resolve_names(arg: str, value, valid: Sequence[str], kind: str) -> list[str] | None:
+    """A list of canonical names from a string or list of strings; None (no filter) for None or []."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
+        raise ToolInputError(f"{arg} must be a list of {kind} names, got {_show(value)}")
+    if not value:
+        return None
+    folded = {v.strip().lower(): v for v in valid}
+    out, bad = [], []
+    for x in value:
+        name = x if x in valid else folded.get(x.strip().lower())
+        if name is None:
+            bad.append(x)
+        elif name not in out:
+            out.append(name)
+    if bad:
+        raise ToolInputError(f"unknown {kind} {', '.join(map(_show, bad))} in {arg}; "
+                             f"valid {kind}s: {', '.join(map(_show, valid))}")
+    return out
+
+
+def _clamp_k(value, default: int, cap: int, notes: list[str]) -> int:
+    if value is None:
+        return default
+    k = _as_int("k", value)
+    if k < 1:
+        notes.append(f"note: k={k} is below 1; using k=1.")
+        return 1
+    if k > cap:
+        notes.append(f"note: k={k} is above the maximum {cap}; using k={cap}.")
+        return cap
+    return k
+
+
+def _as_query(value, required: bool) -> str | None:
+    if value is None:
+        if required:
+            raise ToolInputError("query is required: a few keywords to search for")
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ToolInputError(f"query must be a string, got {_show(value)}")
+    return value
+
+
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest scores, descending, ties by lower position; O(n + k log k)."""
+    n = len(scores)
+    if n <= k:
+        return np.lexsort((np.arange(n), -scores))
+    kth = np.partition(scores, n - k)[n - k]  # the k-th largest score
+    above = np.flatnonzero(scores > kth)
+    cand = np.concatenate([above, np.flatnonzero(scores == kth)[: k - len(above)]])
+    return cand[np.lexsort((cand, -scores[cand]))]
+
+
+# ------------------------------------------------------------------------------ the tool set
+class ToolSet:
+    """The tools over one graph and its BM25 index, as configured."""
+
+    def __init__(self, graph, index: BM25Index, config: ToolConfig | None = None):
+        self.graph = graph
+        self.index = index
+        self.config = config or ToolConfig()
+        if index.num_docs != graph.num_nodes:
+            raise ValueError(f"index has {index.num_docs} documents but the graph has {graph.num_nodes} nodes")
+        self.snippet = Snippeter(index.tokenizer, self.config.snippet_chars)
+        self._type_masks: dict[tuple[str, ...], np.ndarray] = {}
+        self.specs: dict[str, ToolSpec] = {s.name: s for s in self._build_specs()}
+        self._handlers: dict[str, Callable[[dict], ToolResult]] = {SEARCH: self._search, NEIGHBORS: self._neighbors}
+
+    # ------------------------------------------------------------------ schema
+    def _build_specs(self) -> list[ToolSpec]:
+        c, g = self.config, self.graph
+        types_schema = {"type": "array", "items": {"type": "string", "enum": list(g.node_type_names)}}
+        rels_schema = {"type": "array", "items": {"type": "string", "enum": list(g.relation_names)}}
+        search_params = [
+            Param("query", {"type": "string"}, "Keywords to match against node text (BM25).", required=True),
+            Param("k", {"type": "integer", "minimum": 1, "maximum": c.search_k_max},
+                  f"Number of nodes to return (default {c.search_k}, at most {c.search_k_max})."),
+        ]
+        if c.search_type_filter:
+            search_params.append(Param("node_types", types_schema, "Only return nodes of these types."))
+        specs = [ToolSpec(
+            SEARCH,
+            "Search the whole knowledge graph for nodes whose text best matches the query (BM25 keyword "
+            "match). Returns node ids, names, types, scores and text snippets. Use it to find entry points.",
+            tuple(search_params))]
+        if not c.neighbors:
+            return specs
+        params = [Param("node_id", {"type": "integer"}, "Id of the node whose neighbors to list.", required=True)]
+        desc = "List the nodes directly connected to a node (edges in both directions), with each relation and its direction"
+        if c.neighbor_query:
+            params.append(Param("query", {"type": "string"},
+                                "Optional keywords; neighbors are ranked by BM25 match to them."))
+            desc += ", optionally ranked by how well their text matches a query"
+        if c.type_filter:
+            params.append(Param("node_types", types_schema, "Only neighbors of these node types."))
+            params.append(Param("relations", rels_schema, "Only neighbors linked by these relation types."))
+            desc += ", optionally filtered by node type and relation type"
+        params.append(Param("k", {"type": "integer", "minimum": 1, "maximum": c.neighbors_k_max},
+                            f"Number of neighbors to return (default {c.neighbors_k}, at most {c.neighbors_k_max})."))
+        desc += ". Reports how many neighbors matched in total. Use it to follow relations (multi-hop)."
+        specs.append(ToolSpec(NEIGHBORS, desc, tuple(params)))
+        return specs
+
+    def openai_tools(self) -> list[dict]:
+        """The OpenAI ``tools`` list of the configured tools."""
+        return [s.openai() for s in self.specs.values()]
+
+    @property
+    def tool_names(self) -> list[str]:
+        return list(self.specs)
+
+    # ------------------------------------------------------------------ dispatch
+    def call(self, name: str, arguments: dict | str | None) -> ToolResult:
+        """Run tool ``name``; bad arguments give an error observation, never an exception."""
+        try:
+            spec = self.specs.get(name) if isinstance(name, str) else None
+            if spec is None:
+                raise ToolInputError(f"unknown tool {_show(name)}; available tools: {', '.join(self.specs)}")
+            return self._handlers[name](self._parse(spec, arguments))
+        except ToolInputError as e:
+            return ToolResult(f"Error: {e}", [], str(e))
+
+    @staticmethod
+    def _parse(spec: ToolSpec, arguments) -> dict:
+        if arguments is None:
+            arguments = {}
+        if isinstance(arguments, (bytes, bytearray)):
+            arguments = arguments.decode("utf-8", errors="replace")
+        if isinstance(arguments, str):
+            text = arguments.strip()
+            try:
+                arguments = json.loads(text) if text else {}
+            except json.JSONDecodeError as e:
+                raise ToolInputError(f"arguments of {spec.name} are not valid JSON ({e.msg} at char {e.pos}): "
+                                     f"{_show(text)}") from None
+        valid = [p.name for p in spec.params]
+        if not isinstance(arguments, dict):
+            raise ToolInputError(f"arguments of {spec.name} must be a JSON object with keys "
+                                 f"{', '.join(valid)}; got {_show(arguments)}")
+        unknown = [k for k in arguments if k not in valid]
+        if unknown:
+            raise ToolInputError(f"unknown argument {', '.join(map(_show, unknown))} for {spec.name}; "
+                                 f"valid arguments: {', '.join(valid)}")
+        missing = [p.name for p in spec.params if p.required and arguments.get(p.name) is None]
+        if missing:
+            raise ToolInputError(f"missing required argument {', '.join(missing)} for {spec.name}; "
+                                 f"valid arguments: {', '.join(valid)}")
+        return arguments
+
+    # ------------------------------------------------------------------ helpers
+    def _node_id(self, value) -> int:
+        v = _as_int("node_id", value)
+        if not 0 <= v < self.graph.num_nodes:
+            raise ToolInputError(f"node_id {v} does not exist; node ids run from 0 to {self.graph.num_nodes - 1} "
+                                 "(use ids shown in earlier results)")
+        return v
+
+    def _type_mask(self, types: list[str]) -> np.ndarray:
+        key = tuple(sorted(types))
+        mask = self._type_masks.get(key)
+        if mask is None:
+            ok = np.zeros(len(self.graph.node_type_names), dtype=bool)
+            ok[[self.graph.node_type_id(t) for t in types]] = True
+            mask = self._type_masks[key] = ok[np.asarray(self.graph.node_types)]
+        return mask
+
+    def _line(self, i: int, score: float | None, terms: Sequence[str], links=()) -> NodeLine:
+        g = self.graph
+        name, type_name = g.node_name(i), g.node_type_name(i)
+        return NodeLine(i, name, type_name, self.snippet(g.node_text(i), terms, drop=(name, type_name)),
+                        score, list(links))
+
+    def _searchable(self, query: str) -> bool:
+        return bool(self.index.tokenizer(query))
+
+    # ------------------------------------------------------------------ search_graph
+    def _search(self, args: dict) -> ToolResult:
+        c = self.config
+        notes: list[str] = []
+        query = _as_query(args.get("query"), required=True)
+        k = _clamp_k(args.get("k"), c.search_k, c.search_k_max, notes)
+        types = _resolve_names("node_types", args.get("node_types"), self.graph.node_type_names, "node type")
+        if not self._searchable(query):
+            raise ToolInputError(f"query {_show(query)} has no searchable words (empty or only stopwords); "
+                                 "use content words such as names or key terms")
+        mask = self._type_mask(types) if types else None
+        ids, scores, total = self.index.search_with_total(query, k, mask)
+        header = f"search_graph query={_show(query)}" + (f" node_types={_show(types)}" if types else "")
+        what = "matching nodes" + (" of these types" if types else "")
+        if total == 0:
+            notes.append("No node matches these words; try other or fewer words.")
+        terms = self.index.matched_terms(query)
+        lines = [self._line(i, s, terms) for i, s in zip(ids.tolist(), scores.tolist())]
+        text, shown = render(header, lines, total, what, notes, c.max_observation_tokens)
+        return ToolResult(text, shown)
+
+    # ------------------------------------------------------------------ explore_neighbors
+    def _neighbors(self, args: dict) -> ToolResult:
+        c, g = self.config, self.graph
+        notes: list[str] = []
+        v = self._node_id(args.get("node_id"))
+        query = _as_query(args.get("query"), required=False)
+        types = _resolve_names("node_types", args.get("node_types"), g.node_type_names, "node type")
+        rels = _resolve_names("relations", args.get("relations"), g.relation_names, "relation")
+        k = _clamp_k(args.get("k"), c.neighbors_k, c.neighbors_k_max, notes)
+
+        searchable = query is not None and self._searchable(query)
+        if query is not None and query.strip() and not searchable:
+            notes.append(f"note: query {_show(query)} has no searchable words (only stopwords); "
+                         "neighbors are listed in id order.")
+        ranking = self.rank_neighbors(v, query if searchable else None, types, rels, k)
+        scores, total = ranking.scores, ranking.total
+        if scores is not None:
+            notes.append(f"ranked by match to the query; {ranking.matched} of {total} contain query terms.")
+        terms = self.index.matched_terms(query) if scores is not None else []
+
+        header = f"explore_neighbors node_id={v} ({g.node_name(v)}, {g.node_type_name(v)})"
+        if scores is not None:
+            header += f" query={_show(query)}"
+        if types:
+            header += f" node_types={_show(types)}"
+        if rels:
+            header += f" relations={_show(rels)}"
+        if total == 0:
+            notes.append(self._no_neighbors_note(v, types, rels))
+        shown_scores = scores.tolist() if scores is not None else [None] * len(ranking.ids)
+        lines = [self._line(i, sc, terms, links)
+                 for i, sc, links in zip(ranking.ids.tolist(), shown_scores, ranking.links)]
+        what = "neighbors" + (" matching the filters" if (types or rels) else "")
+        if lines:
+            notes.append(f"(-> r: edge {v} -r-> neighbor; <- r: edge neighbor -r-> {v})")
+        text, shown = render(header, lines, total, what, notes, c.max_observation_tokens)
+        return ToolResult(text, shown)
+
+    def rank_neighbors(self, v: int, query: str | None, node_types: Sequence[str] | None,
+                       relations: Sequence[str] | None, k: int) -> "NeighborRanking":
+        """The top-``k`` distinct neighbors of ``v`` (not ``v`` itself) passing the filters: by BM25 of
+        ``query`` (descending, ties by lower id) or, without a query, in ascending id order."""
+        g = self.graph
+        edges = g.neighbors(v, node_types, relations)
+        nodes, rel, out = edges.nodes, edges.relations, edges.outgoing
+        if len(nodes) and (nodes == v).any():
+            keep = nodes != v
+            nodes, rel, out = nodes[keep], rel[keep], out[keep]
+        # rows are sorted by neighbor id: one run of rows per distinct neighbor
+        starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]]) if len(nodes) else np.empty(0, np.int64)
+        uniq = nodes[starts]
+        ends = np.r_[starts[1:], len(nodes)].astype(np.int64)
+        scores = matched = None
+        if query is not None:
+            all_scores = self.index.score(query, uniq)
+            order = _top_k(all_scores, k)
+            scores, matched = all_scores[order], int((all_scores > 0).sum())
+        else:
+            order = np.arange(min(k, len(uniq)))
+        names = g.relation_names
+        links = []
+        for p in order.tolist():
+            a, b = int(starts[p]), int(ends[p])
+            links.append(list(dict.fromkeys(zip((names[r] for r in rel[a:b].tolist()), out[a:b].tolist()))))
+        return NeighborRanking(uniq[order], scores, links, len(uniq), matched)
+
+    def _no_neighbors_note(self, v: int, types, rels) -> str:
+        g = self.graph
+        if g.degree(v) == 0:
+            return f"Node {v} has no neighbors."
+        if not types and not rels:
+            return f"Node {v} has no neighbors other than itself."
+        e = g.neighbors(v)
+        keep = e.nodes != v
+        tcount = np.bincount(np.asarray(g.node_types)[np.unique(e.nodes[keep])], minlength=len(g.node_type_names))
+        rcount = np.bincount(e.relations[keep], minlength=len(g.relation_names))
+        t = ", ".join(f"{n} ({int(x)})" for n, x in zip(g.node_type_names, tcount) if x)
+        r = ", ".join(f"{n} ({int(x)})" for n, x in zip(g.relation_names, rcount) if x)
+        return (f"No neighbor matches these filters. Node {v}'s neighbors by node type: {t}; "
+                f"edges by relation: {r}.")
