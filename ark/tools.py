@@ -39,7 +39,7 @@ NEIGHBORS = "explore_neighbors"
 
 @dataclass
 class ToolConfig:
-    """Tool budgets and the toolset ablations of the paper's Table 3."""
+    """Tool budgets and the toolset ablations of the paper's Table 2."""
 
     search_k: int = 5  # default k of search_graph (paper: 5)
     search_k_max: int = 50  # largest k the agent may ask search_graph for
