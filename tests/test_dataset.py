@@ -1,0 +1,84 @@
+"""The graph registry: name checks, cache reuse, stale and corrupted caches rebuilt, queries."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ark import dataset, stark
+from ark.graph import KnowledgeGraph
+from tests.data.stark_fixtures import build
+
+
+@pytest.fixture()
+def root(tmp_path):
+    build(tmp_path / "stark")
+    return tmp_path
+
+
+def _count_reads(monkeypatch) -> list[str]:
+    reads: list[str] = []
+    real = stark.read_graph
+
+    def counting(name, raw):
+        reads.append(name)
+        return real(name, raw)
+
+    monkeypatch.setattr(stark, "read_graph", counting)
+    return reads
+
+
+def test_unknown_graph_lists_valid_ones(root):
+    with pytest.raises(ValueError, match=r"unknown graph 'primekg'.*amazon, mag, prime, demo"):
+        dataset.load_graph("primekg", root)
+
+
+@pytest.mark.parametrize("name", ["prime", "mag", "amazon"])
+def test_cache_is_built_once_then_reused(root, monkeypatch, name):
+    reads = _count_reads(monkeypatch)
+    first = dataset.load_graph(name, root)
+    second = dataset.load_graph(name, root)
+    assert reads == [name]
+    assert (root / "cache" / name / "meta.json").exists()
+    assert second.fingerprint == first.fingerprint and second.num_nodes == first.num_nodes
+    assert [second.node_text(i) for i in range(second.num_nodes)] == [first.node_text(i) for i in range(first.num_nodes)]
+
+
+def test_corrupted_cache_is_rebuilt(root, monkeypatch):
+    reads = _count_reads(monkeypatch)
+    g = dataset.load_graph("prime", root)
+    path = root / "cache" / "prime" / "texts.arrow"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    h = dataset.load_graph("prime", root)
+    assert reads == ["prime", "prime"]
+    assert [h.node_text(i) for i in range(h.num_nodes)] == [g.node_text(i) for i in range(g.num_nodes)]
+    KnowledgeGraph.load(root / "cache" / "prime")  # valid again
+
+
+def test_changed_raw_files_make_the_cache_stale(root, monkeypatch):
+    reads = _count_reads(monkeypatch)
+    dataset.load_graph("mag", root)
+    raw = next((root / "stark" / "skb" / "mag" / "processed").glob("*.pt"))
+    st = raw.stat()
+    os.utime(raw, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    dataset.load_graph("mag", root)
+    assert reads == ["mag", "mag"]
+
+
+def test_missing_raw_files_name_the_fetch_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"ark\.stark download prime"):
+        dataset.load_graph("prime", tmp_path)
+
+
+def test_queries_and_splits(root):
+    queries = dataset.load_queries("prime", root)
+    assert "test" in queries.split_names()
+    for split in ("train", "val", "test"):  # human_generated_eval has an id space of its own
+        assert queries.split(split)
+        for q in queries.split(split):
+            assert queries[q.id] == q
+    with pytest.raises(ValueError, match="valid"):
+        queries.split("dev")
