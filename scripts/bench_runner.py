@@ -3,8 +3,10 @@
     python scripts/bench_runner.py                      # 1,000 queries, 200 ms per LLM call, concurrency 64
     python scripts/bench_runner.py --n 200 --agents 1   # smaller
 
-Every agent makes 2 LLM calls (search the question, then select + finish), so one query takes at least
-2 x latency and the concurrency bound on wall time is  n_queries * 2 * latency / concurrency.
+Every agent makes 2 LLM calls (search the question, then select + finish). ``--concurrency`` is ARK's
+global limit on running agents, shared by all queries of the run (so at most that many LLM calls are in
+flight), and the concurrency bound on wall time is  n_queries * n_agents * 2 * latency / concurrency.
+The runner keeps ``concurrency`` queries in flight, enough to keep every agent slot busy.
 The scripted server (tests/scripted_server.py) runs in its own process so that its threads do not
 compete with the runner for the GIL. Reported:
   - wall_s vs bound_s (target: ratio <= 1.2),
@@ -80,7 +82,7 @@ def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: 
         backbone = BackboneConfig(name="scripted", model="scripted", provider="vllm", base_url=base_url,
                                   max_retries=0, timeout_s=60)
         retriever = build_ark(graph, backbone, AgentConfig(t_max=5, n_agents=n_agents,
-                                                          concurrency=concurrency * n_agents),
+                                                          concurrency=concurrency),
                               ToolConfig(), llm_cache=None, index_cache=str(data_root / "cache" / "demo"))
         # warm-up: index, prompt and HTTP connections (not timed)
         warm = asyncio.run(retriever.aretrieve(queries[0].text, "warmup"))
@@ -102,7 +104,7 @@ def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: 
         proc.terminate()
         proc.join(5)
 
-    calls_per_query = 2
+    calls_per_query = 2 * (n_agents if mode == "agent" else 1)  # the stub holds one slot per query
     bound = n * calls_per_query * latency_s / concurrency
     recs = [json.loads(line) for line in (tmp / "run" / "predictions.jsonl").read_text().splitlines()]
     traj_overhead = []
