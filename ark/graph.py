@@ -10,7 +10,9 @@ Every other part of ARK sees a graph only through `KnowledgeGraph`:
   filtered by node types and relation types, come back in time proportional to its degree.
 
 Cache layout (``save``/``load``): ``indptr.npy``, ``nbr.npy``, ``rel.npy``, ``out.npy``,
-``node_types.npy``, ``candidate_ids.npy`` (memory-mapped on load), ``texts.arrow`` (Arrow IPC file
+``nbr_type.npy`` (the neighbor's node type per CSR row, int8/int16, so a type filter reads the row's
+slice sequentially instead of gathering ``node_types`` at random), ``node_types.npy``,
+``candidate_ids.npy`` (memory-mapped on load), ``texts.arrow`` (Arrow IPC file
 with columns ``name`` and ``text``, memory-mapped) and ``meta.json``, written last, with the
 vocabularies, the sizes and a checksum per file. A truncated or corrupted cache raises
 `CacheError`; `ark.dataset.load_graph` then rebuilds it.
@@ -30,9 +32,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
 
-CACHE_VERSION = 1
-_ARRAYS = ("indptr", "nbr", "rel", "out", "node_types", "candidate_ids")
+CACHE_VERSION = 2
+_ARRAYS = ("indptr", "nbr", "rel", "out", "nbr_type", "node_types", "candidate_ids")
 
 
 class CacheError(RuntimeError):
@@ -49,6 +52,28 @@ class NeighborEdges:
 
     def __len__(self) -> int:
         return len(self.nodes)
+
+
+@njit(cache=True, nogil=True)
+def _filter_rows(nbr, rel, out, nbr_type, rel_ok, type_ok):
+    """The rows of one CSR slice whose relation and neighbor type are allowed, in one pass."""
+    n = len(nbr)
+    nodes = np.empty(n, dtype=np.int64)
+    rels = np.empty(n, dtype=np.int32)
+    outs = np.empty(n, dtype=np.bool_)
+    c = 0
+    for i in range(n):
+        if rel_ok[rel[i]] and type_ok[nbr_type[i]]:
+            nodes[c] = nbr[i]
+            rels[c] = rel[i]
+            outs[c] = out[i]
+            c += 1
+    return nodes[:c].copy(), rels[:c].copy(), outs[:c].copy()
+
+
+def _nbr_type_array(node_types: np.ndarray, nbr: np.ndarray, num_types: int) -> np.ndarray:
+    dtype = np.int8 if num_types <= 127 else np.int16 if num_types <= 32767 else np.int32
+    return np.asarray(node_types)[np.asarray(nbr)].astype(dtype)
 
 
 def _choice_error(kind: str, bad: object, valid: Sequence[str]) -> ValueError:
@@ -71,6 +96,7 @@ class KnowledgeGraph:
         texts: pa.Table,
         candidate_ids: np.ndarray,
         meta: dict | None = None,
+        nbr_type: np.ndarray | None = None,
     ):
         self.name = name
         self.node_type_names = list(node_type_names)
@@ -78,6 +104,10 @@ class KnowledgeGraph:
         self.node_types = node_types
         self.candidate_ids = candidate_ids
         self._indptr, self._nbr, self._rel, self._out = indptr, nbr, rel, out
+        # neighbor's node type per CSR row (derived from node_types and nbr; saved in the cache)
+        self._nbr_type = _nbr_type_array(node_types, nbr, len(self.node_type_names)) if nbr_type is None else nbr_type
+        self._all_rels = np.ones(max(len(self.relation_names), 1), dtype=np.bool_)
+        self._all_types = np.ones(max(len(self.node_type_names), 1), dtype=np.bool_)
         self._texts = texts
         # A single chunk is used as is: combining would copy a memory-mapped column into RAM.
         self._name_col = _one_chunk(texts.column("name"))
@@ -238,19 +268,21 @@ class KnowledgeGraph:
         nbr = self._nbr[lo:hi]
         rel = self._rel[lo:hi]
         out = self._out[lo:hi]
-        keep = None
+        rel_ok = type_ok = None
         if relations is not None:
-            ok = np.zeros(len(self.relation_names), dtype=bool)
-            ok[[self.relation_id(r) for r in relations]] = True
-            keep = ok[rel]
+            rel_ok = np.zeros(len(self.relation_names), dtype=bool)
+            rel_ok[[self.relation_id(r) for r in relations]] = True
         if node_types is not None:
-            ok = np.zeros(len(self.node_type_names), dtype=bool)
-            ok[[self.node_type_id(t) for t in node_types]] = True
-            tmask = ok[self.node_types[nbr]]
-            keep = tmask if keep is None else keep & tmask
-        if keep is not None:
-            nbr, rel, out = nbr[keep], rel[keep], out[keep]
-        return NeighborEdges(np.asarray(nbr, dtype=np.int64), np.asarray(rel, dtype=np.int32), np.asarray(out, dtype=bool))
+            type_ok = np.zeros(len(self.node_type_names), dtype=bool)
+            type_ok[[self.node_type_id(t) for t in node_types]] = True
+        if rel_ok is None and type_ok is None or hi == lo:
+            return NeighborEdges(np.asarray(nbr, dtype=np.int64), np.asarray(rel, dtype=np.int32),
+                                 np.asarray(out, dtype=bool))
+        nodes, rels, outs = _filter_rows(np.asarray(nbr), np.asarray(rel), np.asarray(out),
+                                         np.asarray(self._nbr_type[lo:hi]),
+                                         self._all_rels if rel_ok is None else rel_ok,
+                                         self._all_types if type_ok is None else type_ok)
+        return NeighborEdges(nodes, rels, outs)
 
     # ------------------------------------------------------------------ cache
     def save(self, directory: Path | str) -> None:
@@ -261,7 +293,7 @@ class KnowledgeGraph:
         if meta_path.exists():
             meta_path.unlink()
         arrays = {"indptr": self._indptr, "nbr": self._nbr, "rel": self._rel, "out": self._out,
-                  "node_types": self.node_types, "candidate_ids": self.candidate_ids}
+                  "nbr_type": self._nbr_type, "node_types": self.node_types, "candidate_ids": self.candidate_ids}
         checks = {}
         for key, arr in arrays.items():
             np.save(d / f"{key}.npy", np.ascontiguousarray(arr))
@@ -316,13 +348,14 @@ class KnowledgeGraph:
         source = pa.memory_map(str(d / "texts.arrow")) if mmap else pa.OSFile(str(d / "texts.arrow"))
         table = pa.ipc.open_file(source).read_all()
         n = meta["num_nodes"]
-        if len(arrays["node_types"]) != n or len(arrays["indptr"]) != n + 1 or table.num_rows != n:
+        if (len(arrays["node_types"]) != n or len(arrays["indptr"]) != n + 1 or table.num_rows != n
+                or len(arrays["nbr_type"]) != len(arrays["nbr"])):
             raise CacheError(f"graph cache {d} is inconsistent: sizes do not match meta.json")
         keep = {k: meta[k] for k in ("source_fingerprint", "fingerprint")}
         keep["num_stored_edges"] = meta["num_edges"]
         return cls(meta["name"], meta["node_type_names"], meta["relation_names"], arrays["node_types"],
                    arrays["indptr"], arrays["nbr"], arrays["rel"], arrays["out"], table,
-                   arrays["candidate_ids"], keep)
+                   arrays["candidate_ids"], keep, nbr_type=arrays["nbr_type"])
 
     def __repr__(self) -> str:
         return (f"KnowledgeGraph({self.name!r}, nodes={self.num_nodes}, edges={self.num_edges}, "

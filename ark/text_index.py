@@ -10,9 +10,11 @@ text, built with ``bm25s`` once per graph and saved beside the graph cache (``<c
 * `BM25Index.score`: BM25 scores of a given subset of nodes with the *global* statistics (idf, average
   document length), read straight from the per-token score matrix bm25s keeps (``scores["data"]``,
   ``["indices"]``, ``["indptr"]``: a CSC matrix with one column per token and doc ids sorted within each
-  column). Per query token it walks the shorter of (sorted subset, posting list) and gallops (exponential
-  then binary search, always forward) in the longer one: ``O(|q| * min(|ids|, df) * log(max/min))``,
-  i.e. proportional to the subset (times a log factor), not to the graph.
+  column). Per query token: a posting list of at most ``SCAN_RATIO`` entries per subset id is scanned,
+  each entry looked up in a reusable scratch array of subset positions (``O(df)``); a longer one is
+  galloped through (exponential then binary search, always forward) while walking the sorted subset
+  (``O(|ids| * log(df / |ids|))``). Either way the cost follows the subset, not the graph; sorted ids
+  (as neighbor lists come from the CSR) skip the argsort.
 * `load_index(graph, cache_dir)`: reuse ``<cache_dir>/bm25`` when it was built from a graph with the same
   ``graph.fingerprint`` and the same BM25 parameters, else build and save it.
 
@@ -212,36 +214,62 @@ def _gallop(arr, start, end, x):
     return lo
 
 
+SCAN_RATIO = 16  # scan a posting list (instead of galloping in it) up to this many entries per subset id
+
+
 @njit(cache=True, nogil=True)
-def _subset_kernel(data, indices, indptr, qtok, sorted_ids):
+def _subset_kernel(data, indices, indptr, qtok, sorted_ids, pos, scan_ratio):
     """Scores of ``sorted_ids`` (ascending, duplicates allowed) with the global score matrix, aligned
-    with ``sorted_ids``. Per token: walk the shorter of (subset, posting list) and gallop in the other."""
+    with ``sorted_ids``.
+
+    Per token, the cheaper of two exact intersections: a posting list of at most ``scan_ratio`` entries
+    per subset id is scanned front to back, each entry looked up in ``pos`` (a zeroed int32 scratch over
+    all documents that holds 1 + the subset position of each subset id during the call, and is zeroed
+    again before returning); a longer one is galloped through, walking the subset. Every id gets its
+    tokens' scores added in query-token order, so the float32 sums equal the full-index ones."""
     m = len(sorted_ids)
     out = np.zeros(m, dtype=np.float32)
     if m == 0:
         return out
+    marked = False
     for t in qtok:
         lo = indptr[t]
         hi = indptr[t + 1]
-        if hi - lo <= m:
-            p = 0
+        if hi - lo <= scan_ratio * m:
+            if not marked:
+                for p in range(m):  # the first of duplicated ids takes the scores
+                    if p == 0 or sorted_ids[p] != sorted_ids[p - 1]:
+                        pos[sorted_ids[p]] = p + 1
+                marked = True
             for j in range(lo, hi):
-                p = _gallop(sorted_ids, p, m, indices[j])
-                if p == m:
-                    break
-                q = p
-                while q < m and sorted_ids[q] == indices[j]:  # duplicated ids each get the score
-                    out[q] += data[j]
-                    q += 1
+                p = pos[indices[j]]
+                if p:
+                    out[p - 1] += data[j]
         else:
             j = lo
             for p in range(m):
+                if p and sorted_ids[p] == sorted_ids[p - 1]:
+                    continue
                 j = _gallop(indices, j, hi, sorted_ids[p])
                 if j == hi:
                     break
                 if indices[j] == sorted_ids[p]:
                     out[p] += data[j]
+    if marked:
+        for p in range(m):
+            pos[sorted_ids[p]] = 0
+    for p in range(1, m):  # duplicated ids copy the first one's score
+        if sorted_ids[p] == sorted_ids[p - 1]:
+            out[p] = out[p - 1]
     return out
+
+
+@njit(cache=True, nogil=True)
+def _is_sorted(a):
+    for i in range(1, len(a)):
+        if a[i] < a[i - 1]:
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------- index
@@ -260,6 +288,7 @@ class BM25Index:
         self.num_docs = int(s["num_docs"])
         self._vocab = retriever.vocab_dict
         self._no_mask = np.zeros(1, dtype=np.bool_)
+        self._scratch: list[np.ndarray] = []  # zeroed int32 [num_docs] arrays for `score`, one per concurrent call
 
     @classmethod
     def build(cls, texts: Iterable[str], k1: float = 1.5, b: float = 0.75, method: str = "lucene",
@@ -349,11 +378,20 @@ class BM25Index:
         qtok = self.token_ids(query)
         if len(qtok) == 0 or len(ids) == 0:
             return np.zeros(len(ids), dtype=np.float32)
-        order = np.argsort(ids, kind="stable")
-        sorted_scores = _subset_kernel(self._data, self._indices, self._indptr, qtok, ids[order])
-        out = np.empty(len(ids), dtype=np.float32)
-        out[order] = sorted_scores
-        return out
+        try:
+            pos = self._scratch.pop()  # atomic: concurrent calls never share a scratch array
+        except IndexError:
+            pos = np.zeros(self.num_docs, dtype=np.int32)
+        try:
+            if len(ids) < 2 or _is_sorted(ids):  # neighbor lists come sorted from the CSR
+                return _subset_kernel(self._data, self._indices, self._indptr, qtok, ids, pos, SCAN_RATIO)
+            order = np.argsort(ids, kind="stable")
+            sorted_scores = _subset_kernel(self._data, self._indices, self._indptr, qtok, ids[order], pos, SCAN_RATIO)
+            out = np.empty(len(ids), dtype=np.float32)
+            out[order] = sorted_scores
+            return out
+        finally:
+            self._scratch.append(pos)
 
     def full_scores(self, query: str) -> np.ndarray:
         """Scores of every document (bm25s' own dense computation); for tests and checks."""

@@ -29,9 +29,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from ark.observation import NodeLine, Snippeter, render
-from ark.text_index import BM25Index
+from ark.text_index import BM25Index, _heap_push
 
 SEARCH = "search_graph"
 NEIGHBORS = "explore_neighbors"
@@ -194,15 +195,55 @@ def _as_query(value, required: bool) -> str | None:
     return value
 
 
+@njit(cache=True, nogil=True)
+def _top_k_kernel(scores, k):
+    """One pass over ``scores``: a heap of the best ``k`` (score, position) pairs (unsorted), its size,
+    and the number of scores > 0."""
+    hs = np.empty(k, dtype=np.float32)
+    hi = np.empty(k, dtype=np.int64)
+    size = 0
+    matched = 0
+    for p in range(len(scores)):
+        s = scores[p]
+        if s > 0:
+            matched += 1
+        if size < k or s > hs[0]:  # ascending positions: an equal score never beats a kept one
+            size = _heap_push(hs, hi, size, s, p)
+    return hs[:size], hi[:size], matched
+
+
+def _top_k_matched(scores: np.ndarray, k: int) -> tuple[np.ndarray, int]:
+    """Positions of the ``k`` highest scores (descending, ties by lower position; O(n log k)) and the
+    number of scores > 0."""
+    if k < 1:
+        return np.empty(0, dtype=np.int64), int((scores > 0).sum())
+    hs, hi, matched = _top_k_kernel(np.asarray(scores, dtype=np.float32), int(k))
+    return hi[np.lexsort((hi, -hs))], int(matched)
+
+
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` highest scores, descending, ties by lower position; O(n + k log k)."""
-    n = len(scores)
-    if n <= k:
-        return np.lexsort((np.arange(n), -scores))
-    kth = np.partition(scores, n - k)[n - k]  # the k-th largest score
-    above = np.flatnonzero(scores > kth)
-    cand = np.concatenate([above, np.flatnonzero(scores == kth)[: k - len(above)]])
-    return cand[np.lexsort((cand, -scores[cand]))]
+    """Positions of the ``k`` highest scores, descending, ties by lower position."""
+    return _top_k_matched(scores, k)[0]
+
+
+@njit(cache=True, nogil=True)
+def _runs(nodes, v):
+    """Start and end row of each run of equal neighbor ids (rows sorted by id), leaving out ``v``'s run."""
+    n = len(nodes)
+    starts = np.empty(n, dtype=np.int64)
+    ends = np.empty(n, dtype=np.int64)
+    c = 0
+    a = 0
+    while a < n:
+        b = a + 1
+        while b < n and nodes[b] == nodes[a]:
+            b += 1
+        if nodes[a] != v:
+            starts[c] = a
+            ends[c] = b
+            c += 1
+        a = b
+    return starts[:c], ends[:c]
 
 
 # ------------------------------------------------------------------------------ the tool set
@@ -393,18 +434,14 @@ class ToolSet:
         g = self.graph
         edges = g.neighbors(v, node_types, relations)
         nodes, rel, out = edges.nodes, edges.relations, edges.outgoing
-        if len(nodes) and (nodes == v).any():
-            keep = nodes != v
-            nodes, rel, out = nodes[keep], rel[keep], out[keep]
-        # rows are sorted by neighbor id: one run of rows per distinct neighbor
-        starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]]) if len(nodes) else np.empty(0, np.int64)
+        # rows are sorted by neighbor id: one run of rows per distinct neighbor (v's own run left out)
+        starts, ends = _runs(nodes, v)
         uniq = nodes[starts]
-        ends = np.r_[starts[1:], len(nodes)].astype(np.int64)
         scores = matched = None
         if query is not None:
             all_scores = self.index.score(query, uniq)
-            order = _top_k(all_scores, k)
-            scores, matched = all_scores[order], int((all_scores > 0).sum())
+            order, matched = _top_k_matched(all_scores, k)
+            scores = all_scores[order]
         else:
             order = np.arange(min(k, len(uniq)))
         names = g.relation_names

@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/bench_graph.py
 
-from ark.graph import KnowledgeGraph  # noqa: E402
+from ark.graph import CacheError, KnowledgeGraph  # noqa: E402
 from ark.text_index import BM25Index, load_index  # noqa: E402
 from ark.tools import NEIGHBORS, ToolConfig, ToolSet, _top_k  # noqa: E402
 
@@ -176,8 +176,11 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     graph = None
     if args.cache and (args.cache / "meta.json").exists():
-        graph = KnowledgeGraph.load(args.cache)
-        if graph.name != f"synthetic-mag-{args.scale}":
+        try:
+            graph = KnowledgeGraph.load(args.cache)
+        except CacheError as e:  # e.g. written by an older cache version: rebuilt below
+            print(f"rebuilding the graph cache: {e}")
+        if graph is not None and graph.name != f"synthetic-mag-{args.scale}":
             graph = None
     if graph is None:
         graph = synthetic_mag(args.scale, args.seed, args.words)

@@ -115,8 +115,48 @@ def test_half_written_cache_is_not_valid(g, tmp_path):
         KnowledgeGraph.load(tmp_path)
     g.save(tmp_path)
     meta = json.loads((tmp_path / "meta.json").read_text())
-    assert set(meta["files"]) == {"indptr.npy", "nbr.npy", "rel.npy", "out.npy", "node_types.npy",
-                                  "candidate_ids.npy", "texts.arrow"}
+    assert set(meta["files"]) == {"indptr.npy", "nbr.npy", "rel.npy", "out.npy", "nbr_type.npy",
+                                  "node_types.npy", "candidate_ids.npy", "texts.arrow"}
+
+
+def test_old_cache_version_is_rejected(g, tmp_path):
+    g.save(tmp_path)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    meta["cache_version"] -= 1
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(CacheError, match="version"):
+        KnowledgeGraph.load(tmp_path)
+
+
+def test_filters_on_a_random_graph_equal_a_row_mask(tmp_path):
+    """The one-pass filter over the stored per-row neighbor types equals masking the rows by
+    ``node_types[nbr]`` and relation, before and after a cache round trip."""
+    rng = np.random.default_rng(3)
+    n, e, types, rels = 300, 4000, ["a", "b", "c", "d", "e"], ["r0", "r1", "r2"]
+    node_types = rng.integers(0, len(types), n)
+    src, dst = rng.integers(0, 30, e), rng.integers(0, n, e)  # low ids are hubs
+    rel = rng.integers(0, len(rels), e)
+    g = KnowledgeGraph.from_edges("rand", types, node_types, [str(i) for i in range(n)], ["t"] * n, rels,
+                                  src, dst, rel)
+    g.save(tmp_path)
+    h = KnowledgeGraph.load(tmp_path)
+    assert np.array_equal(np.asarray(h._nbr_type), node_types[np.asarray(h._nbr)])
+    for v in range(0, n, 7):
+        full = g.neighbors(v)
+        for tf in (None, [], ["a"], ["b", "e"], types):
+            for rf in (None, [], ["r1"], ["r0", "r2"]):
+                keep = np.ones(len(full), bool)
+                if tf is not None:
+                    keep &= np.isin(node_types[full.nodes], [types.index(t) for t in tf])
+                if rf is not None:
+                    keep &= np.isin(full.relations, [rels.index(r) for r in rf])
+                for graph in (g, h):
+                    got = graph.neighbors(v, node_types=tf, relations=rf)
+                    assert got.nodes.dtype == np.int64 and got.relations.dtype == np.int32
+                    assert got.outgoing.dtype == bool
+                    assert got.nodes.tolist() == full.nodes[keep].tolist()
+                    assert got.relations.tolist() == full.relations[keep].tolist()
+                    assert got.outgoing.tolist() == full.outgoing[keep].tolist()
 
 
 def test_from_edges_validates(g):

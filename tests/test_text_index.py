@@ -129,6 +129,29 @@ def test_subset_scores_equal_full_scores(random_corpus, size):
     np.testing.assert_allclose(idx.score("term1 term40", ids), idx.full_scores("term1 term40")[ids], atol=1e-6)
 
 
+@pytest.mark.parametrize("size", [1, 30, 400, 3000])
+def test_subset_scan_and_gallop_paths_agree(random_corpus, size, monkeypatch):
+    """Scanning posting lists (through the scratch positions) and galloping in them give the same float32
+    scores, with sorted, unsorted and duplicated ids; the scratch is clean after every call."""
+    import ark.text_index as ti
+
+    _, idx = random_corpus
+    rng = np.random.default_rng(size + 1)
+    base = np.sort(rng.choice(idx.num_docs, size=size, replace=False))
+    cases = [base, rng.permutation(base), np.sort(np.r_[base, base[: size // 3]])]
+    default = ti.SCAN_RATIO
+    for query in ["term0 term1", "term2 term399 term2", "term150"]:
+        full = idx.full_scores(query)
+        for ids in cases:
+            got = {}
+            for ratio in (0, 10**9, default):  # always gallop, always scan, the default mix
+                monkeypatch.setattr(ti, "SCAN_RATIO", ratio)
+                got[ratio] = idx.score(query, ids)
+            assert np.array_equal(got[0], got[10**9]) and np.array_equal(got[0], got[default])
+            np.testing.assert_allclose(got[0], full[ids], rtol=0, atol=1e-6)
+    assert idx._scratch and not any(pos.any() for pos in idx._scratch)
+
+
 def test_subset_score_rejects_bad_ids(random_corpus):
     _, idx = random_corpus
     with pytest.raises(IndexError):
