@@ -73,9 +73,11 @@ def test_reloaded_student_has_the_trained_weights_and_emits_a_tool_call(trained,
     student = load_adapter(trained["fresh"], trained["result"].adapter_dir)
     assert example_loss(student, trained["probe"]) == pytest.approx(trained["loss_after"], rel=0.05)
     # Teacher prompts whose first reply was a tool call: system + question, as the agent starts.
-    chats = [c for c in trained["chats"] if c["messages"][2].get("tool_calls")][:2]
+    # A few prompts and room for a long id list: a 135M student after 8 steps sometimes starts an id
+    # list that runs on, so one truncated reply alone says little; at least one must parse.
+    chats = [c for c in trained["chats"] if c["messages"][2].get("tool_calls")][:4]
     names = {t["function"]["name"] for t in chats[0]["tools"]}
-    outputs = [generate(student, student_tokenizer, student_cfg, c["messages"][:2], c["tools"], max_new_tokens=64)
+    outputs = [generate(student, student_tokenizer, student_cfg, c["messages"][:2], c["tools"], max_new_tokens=160)
                for c in chats]
     calls = [call for text in outputs for call in parse_tool_calls(text)]
     print(f"\nstudent replies: {outputs}")
