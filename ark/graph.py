@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -373,6 +374,23 @@ class KnowledgeGraph:
             "nodes_per_type": {t: int(c) for t, c in zip(self.node_type_names, types)},
             "edges_per_relation": {r: int(c) for r, c in zip(self.relation_names, rels)},
         }
+
+
+def replace_dir(tmp: Path, dest: Path) -> bool:
+    """Move the fully written folder ``tmp`` to ``dest``, replacing what is there, so that concurrent
+    builders never see each other's half-written files (memory maps of the old files stay valid).
+    Returns False, and removes ``tmp``, when a concurrent builder installed ``dest`` in between."""
+    old = dest.with_name(f"{dest.name}.old-{os.getpid()}")
+    try:
+        if dest.exists():
+            os.replace(dest, old)
+        os.replace(tmp, dest)
+        return True
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def group_neighbors(edges: NeighborEdges) -> tuple[np.ndarray, list[list[tuple[int, bool]]]]:

@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-SECRET_PATTERN = re.compile(r"(api[_-]?key|secret|token|password|authorization|bearer)", re.IGNORECASE)
+# "token" only as a whole word at the end ("token", "hf_token", "access-token"): "max_tokens" is a setting
+SECRET_PATTERN = re.compile(r"api[_-]?key|secret|password|authorization|bearer|(^|[_-])token$", re.IGNORECASE)
 SECRET_VALUE = re.compile(r"^(sk-[A-Za-z0-9_\-]{8,}|[A-Fa-f0-9]{40})$")
 MODES = ("online", "offline", "disabled")
 

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ark.metrics import CandidateSet, aggregate, evaluate
+from ark.metrics import MODES, CandidateSet, aggregate, evaluate, parse_metric
 
 PREDICTIONS = "predictions.jsonl"
 METRICS_FILE = "metrics.json"
@@ -46,6 +46,7 @@ TRAJ_DIR = "trajectories"
 TOOLS = ("search_graph", "explore_neighbors")
 RUN_METRICS: tuple[str, ...] = ("hit@1", "hit@5", "hit@10", "recall@10", "recall@20", "mrr")
 SUCCESS_METRIC = "hit@5"   # what makes a trajectory "successful" in the paper's Figure 5
+AGENT_METRICS = (SUCCESS_METRIC, "recall@20")  # scored per agent, for Figure 5 and trajectory_stats.csv
 
 
 class Retriever(Protocol):
@@ -75,7 +76,10 @@ class RunSettings:
         if self.top < 1:
             raise ValueError(f"top must be >= 1, got {self.top}")
         self.metrics = tuple(self.metrics)
-        evaluate([], [], metrics=self.metrics, mode=self.metrics_mode)   # validates names and mode
+        if self.metrics_mode not in MODES:
+            raise ValueError(f"unknown metrics_mode {self.metrics_mode!r}; valid modes: {', '.join(MODES)}")
+        for name in self.metrics:
+            parse_metric(name)  # raises, listing the valid forms
 
 
 def parse_shard(shard: str | Sequence[int] | None) -> tuple[int, int] | None:
@@ -201,6 +205,10 @@ def _record(query, rec_ranking, retrieval, wall_s: float, error: str | None, set
         tool_counts=[dict(t.tool_counts()) for t in trajectories],
         trajectory_file=f"{TRAJ_DIR}/{qid}.json" if trajectories else None,
     )
+    if error is None:  # each agent's own list, scored like the fused one, while the candidates are at hand
+        rec["agent_metrics"] = [
+            evaluate(r[: settings.top], gold, cands, AGENT_METRICS, settings.metrics_mode)
+            for r in rec["agent_rankings"]]
     return rec
 
 
@@ -359,8 +367,12 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
         gold = rec["gold"]
         for a, tc in enumerate(rec.get("tool_counts", [])):
             tool_totals.update(tc)
-            agent_rank = rec["agent_rankings"][a][: settings.top] if a < len(rec["agent_rankings"]) else []
-            am = evaluate(agent_rank, gold, cands, (SUCCESS_METRIC, "recall@20"), settings.metrics_mode)
+            stored = rec.get("agent_metrics")
+            if stored is not None and a < len(stored):
+                am = stored[a]
+            else:  # records written before agent metrics were stored
+                agent_rank = rec["agent_rankings"][a][: settings.top] if a < len(rec["agent_rankings"]) else []
+                am = evaluate(agent_rank, gold, cands, AGENT_METRICS, settings.metrics_mode)
             nb = int(tc.get("explore_neighbors", 0))
             hist["success" if am[SUCCESS_METRIC] > 0 else "failure"][nb] += 1
             traj_rows.append({"query_id": rec["query_id"], "agent_index": a,

@@ -42,6 +42,8 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 from numba import njit
 
+from ark.graph import replace_dir
+
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 METHODS = ("lucene", "robertson", "atire")  # bm25s methods without a non-occurrence term
 INDEX_VERSION = 1
@@ -436,11 +438,7 @@ def load_index(graph, cache_dir: Path | str, k1: float = 1.5, b: float = 0.75, m
     tmp = d.with_name(f"{d.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     index.save(tmp, extra={"doc_ids": ids_digest})
-    old = d.with_name(f"{d.name}.old-{os.getpid()}")
-    if d.exists():
-        os.replace(d, old)
-    os.replace(tmp, d)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(tmp, d)  # if a concurrent builder won, its index is equal to this one
     return index
 
 

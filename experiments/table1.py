@@ -5,8 +5,8 @@
     python -m experiments.table1 reproduce graph=demo backbone=local limit=5     # shrunk, on the demo graph
 
 ``reproduce`` first checks what the sweep needs and stops with a clear message when something is
-missing: the STaRK files of each graph under data/stark (``python -m ark.dataset <graph>`` fetches and
-prepares them) and the API key of each paid backbone (OPENAI_API_KEY for GPT-4.1 and GPT-4o). Then it
+missing: the STaRK files of each graph under data/stark (``python -m ark.stark download <graph>`` fetches
+them) and the API key of each paid backbone (OPENAI_API_KEY for GPT-4.1 and GPT-4o). Then it
 runs ``experiments/run.py -m experiment=table1`` (rerunning resumes) and writes results/table1.md,
 .csv and .tex with the paper's published numbers (results/paper/table1.csv) beside ours and the
 difference.
@@ -42,7 +42,7 @@ def missing_prerequisites(overrides: list[str]) -> list[str]:
             for p in need:
                 if not p.exists():
                     problems.append(f"STaRK data for graph {g!r} is missing: {p} "
-                                    f"(prepare it with: python -m ark.dataset {g} --root {cfg.paths.data})")
+                                    f"(fetch it with: python -m ark.stark download {g} --root {cfg.paths.data}/stark)")
         if cfg.retriever.name == "ark":
             backbone = instantiate(cfg.backbone)
             env = backbone.key_env()

@@ -323,3 +323,18 @@ def test_bad_config_values_are_explained(graph, toolset):
     with ScriptedServer() as server:
         with pytest.raises(ValueError, match="temperature"):
             ARKRetriever(client(server, temperature=0.0), toolset, graph, AgentConfig(temperature=0.7))
+
+
+def test_select_ids_that_only_look_numeric_are_reported_not_raised():
+    from ark.agent import _as_node_ids
+
+    assert _as_node_ids(["--5", "\u00b2", " 7 ", "3.0", True, None, 4]) == ([7, 3, 4], ["--5", "\u00b2", True, None])
+
+
+def test_agent_config_rejects_bad_choices_before_any_call():
+    from ark.agent import AgentConfig
+
+    with pytest.raises(ValueError, match=r"tie_break='votes'.*\['list', 'concat'\]"):
+        AgentConfig(tie_break="votes")
+    with pytest.raises(ValueError, match=r"tool_choice='always'.*'required'"):
+        AgentConfig(tool_choice="always")

@@ -73,7 +73,7 @@ def test_aretrieve_returns_retrieval():
 def test_candidate_index_is_cached(tmp_path, monkeypatch):
     g = _with_candidates([0, 1, 2])
     first = BM25Retriever(g, tmp_path).retrieve("heart")
-    assert (tmp_path / "bm25_candidates" / "ark_index.json").exists()
+    assert (tmp_path / "bm25_candidates_unstemmed" / "ark_index.json").exists()
     monkeypatch.setattr(BM25Index, "build", lambda *a, **k: (_ for _ in ()).throw(AssertionError("rebuilt")))
     assert BM25Retriever(g, tmp_path).retrieve("heart") == first
     # all nodes are candidates: STaRK's unstemmed index has its own folder; a stemmed one is the tools' index

@@ -72,3 +72,9 @@ def test_offline_wandb_run_reads_back(tmp_path, monkeypatch):
     assert any(t == "run_table" for _, t in back["artifacts"])    # the per-query table
     raw = b"".join(p.read_bytes() for p in wb_dir.rglob("*") if p.is_file())
     assert b"sk-secretsecretsecret" not in raw
+
+
+def test_redaction_keeps_settings_that_only_mention_tokens():
+    out = redact({"max_tokens": 256, "prompt_tokens": 3, "api_key": "sk-x", "hf_token": "h", "token": "t",
+                  "secret_key": "s", "api_key_env": "OPENAI_API_KEY"})
+    assert out == {"max_tokens": 256, "prompt_tokens": 3, "api_key_env": "OPENAI_API_KEY"}
