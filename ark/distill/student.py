@@ -242,15 +242,20 @@ def parse_tool_calls(text: str) -> list[dict[str, Any]]:
 
 
 def generate(model, tokenizer, cfg: StudentConfig, messages: list[dict], tools: list[dict],
-             max_new_tokens: int = 96) -> str:
-    """Greedy continuation of `messages` (generation prompt added), special tokens stripped."""
+             max_new_tokens: int = 96, temperature: float = 0.0, seed: int = 0) -> str:
+    """Continuation of `messages` (generation prompt added), special tokens stripped: greedy at
+    temperature 0, else sampled with the given seed."""
     import torch
 
     ids = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True,
                                         return_dict=True, return_tensors="pt", **cfg.render_kwargs())
     ids = {k: v.to(model.device) for k, v in ids.items()}
+    sampling = {"do_sample": False}
+    if temperature > 0:
+        torch.manual_seed(seed)
+        sampling = {"do_sample": True, "temperature": temperature}
     with torch.no_grad():
-        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False,
+        out = model.generate(**ids, max_new_tokens=max_new_tokens, **sampling,
                              eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     return tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
 
