@@ -425,7 +425,7 @@ class LLMClient:
             content=msg.get("content"), tool_calls=calls, prompt_tokens=pt, completion_tokens=ct,
             latency_s=latency_s, cached=False, finish_reason=choice.get("finish_reason"),
             model=completion.get("model") or self.config.model,
-            cost_usd=(pt * self.price.input_per_m + ct * self.price.output_per_m) / 1e6,
+            cost_usd=self.cost(pt, ct),
             attempts=attempts,
         )
 

