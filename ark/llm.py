@@ -26,7 +26,8 @@ Errors raised by ``chat`` (all subclass ``LLMError``):
 - ``ContextLengthError`` — the prompt exceeds the model's window (not retried). The agent
   shortens the oldest observations and retries once.
 
-The SDK's own retries are off (``max_retries=0``), so the retries here are the only ones.
+HTTP goes through ``ark.transport`` (aiohttp by default, or the openai SDK's httpx transport with
+``http="openai"``; the SDK's own retries are off), so the retries here are the only ones.
 With a ``ResponseCache`` a repeated request makes no HTTP call and returns the stored reply
 (tokens, latency and all) with ``cached=True``.
 """
@@ -46,11 +47,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-import openai
-
 from ark.llm_cache import ResponseCache, cache_key
 from ark.pricing import Price, resolve_price
+from ark.transport import (
+    OPENAI_BASE_URL,
+    TRANSPORTS,
+    HTTPReply,
+    Route,
+    TransportConnectionError,
+    TransportTimeout,
+    make_transport,
+)
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +167,7 @@ class BackboneConfig:
     parallel_tool_calls: bool | None = None  # sent when not None
     extra_body: dict = field(default_factory=dict)  # e.g. {"chat_template_kwargs": {...}}
     timeout_s: float = 120.0  # per HTTP attempt
+    http: str = "aiohttp"  # transport, a key of ark.transport.TRANSPORTS: "aiohttp" or "openai" (the SDK's)
     max_retries: int = 6  # retries after the first attempt for transient errors
     backoff_base_s: float = 1.0  # first backoff; doubles per retry, jittered to [0.5x, 1x]
     backoff_max_s: float = 60.0  # cap on one backoff (and on an honoured Retry-After)
@@ -175,6 +183,8 @@ class BackboneConfig:
         if self.required_tool_choice not in TOOL_CHOICES:
             raise ValueError(f"unknown required_tool_choice {self.required_tool_choice!r}; "
                              f"valid: {list(TOOL_CHOICES)}")
+        if self.http not in TRANSPORTS:
+            raise ValueError(f"unknown http transport {self.http!r}; valid: {list(TRANSPORTS)}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.max_retries < 0 or self.max_tokens <= 0 or self.timeout_s <= 0:
@@ -218,11 +228,8 @@ def _read_env(var: str, what: str, provider: str) -> str:
     return value
 
 
-def _retry_after_s(response: Any) -> float | None:
+def _retry_after_s(headers: Mapping[str, str]) -> float | None:
     """Seconds asked for by ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date)."""
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
     ms = headers.get("retry-after-ms")
     if ms:
         try:
@@ -242,25 +249,54 @@ def _retry_after_s(response: Any) -> float | None:
             return None
 
 
-def _error_message(e: openai.APIStatusError) -> str:
-    body = e.body
+def _error_message(reply: HTTPReply) -> str:
+    body = reply.body
     if isinstance(body, Mapping):
         err = body.get("error", body)
         if isinstance(err, Mapping) and err.get("message"):
             return str(err["message"])
         if isinstance(err, str):
             return err
-    return str(e.message)
+        return json.dumps(body)[:500]
+    return str(body)[:500] or f"HTTP {reply.status}"
 
 
-def _is_context_length(e: openai.APIStatusError) -> bool:
-    if e.status_code not in (400, 413, 422):
+def _is_context_length(reply: HTTPReply) -> bool:
+    if reply.status not in (400, 413, 422):
         return False
-    body = e.body if isinstance(e.body, Mapping) else {}
-    err = body.get("error", body) if isinstance(body, Mapping) else {}
+    body = reply.body if isinstance(reply.body, Mapping) else {}
+    err = body.get("error", body)
     if isinstance(err, Mapping) and err.get("code") == "context_length_exceeded":
         return True
-    return bool(_CONTEXT_RE.search(_error_message(e)))
+    return bool(_CONTEXT_RE.search(_error_message(reply)))
+
+
+def _route(cfg: BackboneConfig) -> Route:
+    """Where ``cfg``'s requests go, with its key read from the environment (checked now)."""
+    var = cfg.key_env()
+    if cfg.provider in ("openai", "azure"):
+        key = _read_env(var, "API key", cfg.provider)
+    else:  # self-hosted servers accept any key unless started with one
+        key = (os.environ.get(var, "") if var else "") or "EMPTY"
+    if cfg.provider == "azure":
+        endpoint = cfg.base_url or _read_env(cfg.endpoint_env, "endpoint URL", "azure")
+        return Route("azure", endpoint, key, deployment=cfg.model, api_version=cfg.api_version)
+    base = cfg.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+    return Route(cfg.provider, base, key)
+
+
+async def _release(transport: Any, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Close ``transport``, made on ``loop``, from the running loop."""
+    if transport is None:
+        return
+    if loop is asyncio.get_running_loop():
+        await transport.aclose()
+    elif loop is not None and loop.is_closed():
+        try:  # release what a finished loop's pool still holds
+            await transport.aclose()
+        except Exception as e:  # noqa: BLE001 - a dead loop's sockets may refuse a clean close
+            log.debug("closing the transport of a closed event loop: %r", e)
+    # else: it belongs to a loop still running elsewhere, which alone may close it
 
 
 class LLMClient:
@@ -272,37 +308,21 @@ class LLMClient:
         self.price: Price = resolve_price(config.provider, config.model, config.name, config.prices)
         self.cache = ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
         self.stats = LLMStats()
-        self._make_sdk = self._sdk_factory(config)  # checks credentials now
-        self._sdk: openai.AsyncOpenAI | None = None
-        self._sdk_loop: asyncio.AbstractEventLoop | None = None
+        self._route = _route(config)  # checks credentials now
+        self._transport: Any = None
+        self._transport_loop: asyncio.AbstractEventLoop | None = None
 
-    @staticmethod
-    def _sdk_factory(cfg: BackboneConfig):
-        var = cfg.key_env()
-        if cfg.provider in ("openai", "azure"):
-            key = _read_env(var, "API key", cfg.provider)
-        else:  # self-hosted servers accept any key unless started with one
-            key = os.environ.get(var, "") if var else ""
-            key = key or "EMPTY"
-        common = {"api_key": key, "max_retries": 0, "timeout": cfg.timeout_s}
-        # our own httpx client: the SDK's default one closes itself in __del__ on the *current*
-        # loop, which fails noisily for a pool left behind by an earlier asyncio.run()
-        if cfg.provider == "azure":
-            endpoint = cfg.base_url or _read_env(cfg.endpoint_env, "endpoint URL", "azure")
-            return lambda: openai.AsyncAzureOpenAI(
-                azure_endpoint=endpoint, api_version=cfg.api_version,
-                http_client=openai.DefaultAsyncHttpxClient(timeout=cfg.timeout_s), **common)
-        return lambda: openai.AsyncOpenAI(
-            base_url=cfg.base_url, http_client=openai.DefaultAsyncHttpxClient(timeout=cfg.timeout_s),
-            **common)
-
-    def _client(self) -> openai.AsyncOpenAI:
-        # an httpx pool is bound to the event loop it was first used on: make one per loop, so
-        # sync wrappers that call asyncio.run() repeatedly keep working
+    async def _http(self) -> Any:
+        # a transport's connection pool is bound to the event loop it was made on: make one per
+        # loop, so sync wrappers that call asyncio.run() repeatedly keep working
         loop = asyncio.get_running_loop()
-        if self._sdk is None or self._sdk_loop is not loop:
-            self._sdk, self._sdk_loop = self._make_sdk(), loop
-        return self._sdk
+        if self._transport is None or self._transport_loop is not loop:
+            old, old_loop = self._transport, self._transport_loop
+            # swap before any await: the other tasks of this loop must find the new one
+            self._transport = make_transport(self._route, self.config.http, self.config.timeout_s)
+            self._transport_loop = loop
+            await _release(old, old_loop)
+        return self._transport
 
     def __repr__(self) -> str:
         c = self.config
@@ -363,34 +383,31 @@ class LLMClient:
         body.update(body.pop("extra_body", None) or {})
         if tools:
             body["tools"] = tools
-        client = self._client()
+        transport = await self._http()
         start = time.perf_counter()
         attempts = c.max_retries + 1
         for attempt in range(1, attempts + 1):
             self.stats.http_requests += 1
             try:
-                # The SDK's low-level post with a plain dict body and a raw reply: the same
-                # transport, errors and Azure routing as `chat.completions.create`, without its
-                # per-call request transform and pydantic parsing (several ms of CPU per call).
-                raw = await client.post("/chat/completions", body=body, cast_to=httpx.Response)
-                completion = raw.json()
-            except openai.APIStatusError as e:
-                msg = _error_message(e)
-                if _is_context_length(e):
-                    raise ContextLengthError(f"{c.name}: HTTP {e.status_code}: {msg}") from e
-                if e.status_code not in RETRYABLE_STATUS:
-                    raise LLMTransportError(f"{c.name}: HTTP {e.status_code}: {msg}",
-                                            status_code=e.status_code, attempts=attempt) from e
-                reason, status, wait = f"HTTP {e.status_code}: {msg}", e.status_code, _retry_after_s(e.response)
-                cause: Exception = e
-            except openai.APITimeoutError as e:
+                reply = await transport.post(body)
+            except TransportTimeout as e:
                 reason, status, wait, cause = f"timeout after {c.timeout_s:g}s", None, None, e
-            except openai.APIConnectionError as e:
+            except TransportConnectionError as e:
                 reason, status, wait, cause = f"connection error: {e}", None, None, e
-            except (openai.APIResponseValidationError, ValueError) as e:
-                raise LLMTransportError(f"{c.name}: invalid response: {e}", attempts=attempt) from e
             else:
-                return self._parse(completion, time.perf_counter() - start, attempt)
+                if 200 <= reply.status < 300:
+                    if not isinstance(reply.body, Mapping):
+                        raise LLMTransportError(f"{c.name}: invalid response: not a JSON object: "
+                                                f"{str(reply.body)[:200]!r}", attempts=attempt)
+                    return self._parse(reply.body, time.perf_counter() - start, attempt)
+                msg = _error_message(reply)
+                if _is_context_length(reply):
+                    raise ContextLengthError(f"{c.name}: HTTP {reply.status}: {msg}")
+                if reply.status not in RETRYABLE_STATUS:
+                    raise LLMTransportError(f"{c.name}: HTTP {reply.status}: {msg}",
+                                            status_code=reply.status, attempts=attempt)
+                reason, status, wait = f"HTTP {reply.status}: {msg}", reply.status, _retry_after_s(reply.headers)
+                cause = None
             if attempt == attempts:
                 raise LLMTransportError(f"{c.name}: {reason} (gave up after {attempt} attempts)",
                                         status_code=status, attempts=attempt) from cause
@@ -434,6 +451,7 @@ class LLMClient:
         return (prompt_tokens * self.price.input_per_m + completion_tokens * self.price.output_per_m) / 1e6
 
     async def aclose(self) -> None:
-        if self._sdk is not None:
-            await self._sdk.close()
-            self._sdk = None
+        """Release the HTTP connections; the client stays usable (it makes new ones when needed)."""
+        old, old_loop = self._transport, self._transport_loop
+        self._transport = self._transport_loop = None
+        await _release(old, old_loop)

@@ -23,6 +23,7 @@ from ark.llm import (
 )
 from ark.llm_cache import ResponseCache, cache_key
 from ark.pricing import PRICES, estimate_cost, lookup_price, resolve_price
+from ark.transport import TRANSPORTS, Route, env_proxy, make_transport
 from tests.scripted_server import (
     Reply,
     ScriptedServer,
@@ -42,6 +43,12 @@ TOOLS = [{"type": "function", "function": {
                    "required": ["query"]}}}]
 
 
+@pytest.fixture(params=list(TRANSPORTS))
+def http(request) -> str:
+    """Each transport-level test runs over every HTTP transport."""
+    return request.param
+
+
 def cfg(server: ScriptedServer, **kw) -> BackboneConfig:
     base = dict(name="scripted", model="scripted-model", provider="vllm", base_url=server.base_url,
                 backoff_base_s=0.01, timeout_s=5.0, max_retries=3)
@@ -53,10 +60,10 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def test_tool_calls_parsed_and_request_shape():
+def test_tool_calls_parsed_and_request_shape(http):
     with ScriptedServer([tool_reply(("search_graph", {"query": "gout"}), ("finish", "{bad json"),
                                     content="thinking", prompt_tokens=123, completion_tokens=45)]) as s:
-        client = LLMClient(cfg(s, temperature=0.7, seed=11,
+        client = LLMClient(cfg(s, http=http, temperature=0.7, seed=11,
                                extra_body={"chat_template_kwargs": {"enable_thinking": False}}))
         resp = run(client.chat(MESSAGES, TOOLS))
     assert [tc.name for tc in resp.tool_calls] == ["search_graph", "finish"]
@@ -92,9 +99,9 @@ def test_plain_content_and_tool_choice_options():
         run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS, tool_choice="always"))
 
 
-def test_429_retry_after_is_honoured():
+def test_429_retry_after_is_honoured(http):
     with ScriptedServer([rate_limited(retry_after=0.6), tool_reply(("search_graph", {"query": "q"}))]) as s:
-        client = LLMClient(cfg(s))
+        client = LLMClient(cfg(s, http=http))
         resp = run(client.chat(MESSAGES, TOOLS))
     assert s.calls == 2 and resp.attempts == 2 and client.stats.retries == 1
     gap = s.request_times[1] - s.request_times[0]
@@ -102,9 +109,9 @@ def test_429_retry_after_is_honoured():
     assert resp.latency_s >= 0.6 and resp.tool_calls[0].name == "search_graph"
 
 
-def test_500_storm_exhausts_retries():
+def test_500_storm_exhausts_retries(http):
     with ScriptedServer([server_error(500)] * 3 + [server_error(503)]) as s:
-        client = LLMClient(cfg(s, max_retries=3))
+        client = LLMClient(cfg(s, http=http, max_retries=3))
         with pytest.raises(LLMTransportError, match="gave up after 4 attempts") as ei:
             run(client.chat(MESSAGES, TOOLS))
     assert s.calls == 4 and ei.value.status_code == 503 and ei.value.attempts == 4
@@ -119,45 +126,45 @@ def test_backoff_grows_exponentially():
     assert 0.05 <= gaps[0] < 0.2 and 0.1 <= gaps[1] < 0.35 and 0.2 <= gaps[2] < 0.6, gaps
 
 
-def test_timeout_is_retried_then_fails():
+def test_timeout_is_retried_then_fails(http):
     with ScriptedServer([slow(text_reply("late"), 3.0), tool_reply(("finish", {}))]) as s:
-        resp = run(LLMClient(cfg(s, timeout_s=0.3)).chat(MESSAGES, TOOLS))
+        resp = run(LLMClient(cfg(s, http=http, timeout_s=0.3)).chat(MESSAGES, TOOLS))
     assert resp.attempts == 2 and resp.tool_calls[0].name == "finish"
     with ScriptedServer([slow(text_reply("late"), 3.0)] * 2) as s:
         with pytest.raises(LLMTransportError, match="timeout") as ei:
-            run(LLMClient(cfg(s, timeout_s=0.3, max_retries=1)).chat(MESSAGES, TOOLS))
+            run(LLMClient(cfg(s, http=http, timeout_s=0.3, max_retries=1)).chat(MESSAGES, TOOLS))
     assert ei.value.attempts == 2 and s.calls == 2
 
 
-def test_context_length_error_is_typed_and_not_retried():
+def test_context_length_error_is_typed_and_not_retried(http):
     with ScriptedServer([context_length_error()]) as s:
         with pytest.raises(ContextLengthError, match="maximum context length"):
-            run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS))
+            run(LLMClient(cfg(s, http=http)).chat(MESSAGES, TOOLS))
     assert s.calls == 1
     vllm_style = Reply(status=400, error_body={
         "object": "error", "type": "BadRequestError", "param": None, "code": 400,
         "message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."})
     with ScriptedServer([vllm_style]) as s:
         with pytest.raises(ContextLengthError):
-            run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS))
+            run(LLMClient(cfg(s, http=http)).chat(MESSAGES, TOOLS))
 
 
-def test_other_client_errors_fail_fast():
+def test_other_client_errors_fail_fast(http):
     unauthorized = Reply(status=401, error_body={"error": {"message": "Incorrect API key provided"}})
     with ScriptedServer([unauthorized]) as s:
         with pytest.raises(LLMTransportError, match="HTTP 401") as ei:
-            run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS))
+            run(LLMClient(cfg(s, http=http)).chat(MESSAGES, TOOLS))
     assert s.calls == 1 and ei.value.status_code == 401
     with ScriptedServer([]) as s:  # exhausted script answers 400: not retried, not context length
         with pytest.raises(LLMTransportError, match="no reply scripted"):
-            run(LLMClient(cfg(s)).chat(MESSAGES, TOOLS))
+            run(LLMClient(cfg(s, http=http)).chat(MESSAGES, TOOLS))
 
 
-def test_connection_refused_is_a_transport_error():
+def test_connection_refused_is_a_transport_error(http):
     s = ScriptedServer()
     url = s.base_url
     s._httpd.server_close()  # nothing listens on the port any more
-    client = LLMClient(BackboneConfig(provider="vllm", base_url=url, max_retries=1, backoff_base_s=0.01))
+    client = LLMClient(BackboneConfig(provider="vllm", base_url=url, http=http, max_retries=1, backoff_base_s=0.01))
     with pytest.raises(LLMTransportError, match="connection error") as ei:
         run(client.chat(MESSAGES, TOOLS))
     assert ei.value.attempts == 2
@@ -226,14 +233,14 @@ def test_cache_concurrent_writers_processes(tmp_path):
                                             tools=None, params={}, agent_index=0))  # first write wins
 
 
-def test_secrets_stay_out_of_repr_logs_and_config(monkeypatch, caplog):
+def test_secrets_stay_out_of_repr_logs_and_config(monkeypatch, caplog, http):
     secret = "sk-test-DO-NOT-LEAK-1234567890"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     caplog.set_level(logging.DEBUG)
-    for name in ("openai", "httpx", "httpcore", "httpx2", "ark"):
+    for name in ("openai", "httpx", "httpcore", "httpx2", "aiohttp", "ark"):
         logging.getLogger(name).setLevel(logging.DEBUG)
     with ScriptedServer([rate_limited(0.01), tool_reply(("finish", {}))]) as s:
-        config = BackboneConfig(name="gpt-4.1", model="gpt-4.1", provider="openai",
+        config = BackboneConfig(name="gpt-4.1", model="gpt-4.1", provider="openai", http=http,
                                 base_url=s.base_url, backoff_base_s=0.01)
         client = LLMClient(config)
         resp = run(client.chat(MESSAGES, TOOLS))
@@ -259,12 +266,12 @@ def test_missing_credentials_name_the_variable(monkeypatch):
         LLMClient(BackboneConfig(name="gpt-4o", model="gpt-4o", provider="azure"))
 
 
-def test_azure_routes_to_deployment(monkeypatch):
+def test_azure_routes_to_deployment(monkeypatch, http):
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-secret")
     with ScriptedServer([tool_reply(("finish", {}))]) as s:
         monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", s.root_url)
         client = LLMClient(BackboneConfig(name="gpt-4.1", model="my-gpt41", provider="azure",
-                                          api_version="2024-10-21"))
+                                          api_version="2024-10-21", http=http))
         resp = run(client.chat(MESSAGES, TOOLS))
     assert s.request_paths[0] == "/openai/deployments/my-gpt41/chat/completions?api-version=2024-10-21"
     assert s.request_headers[0].get("api-key") == "azure-secret"
@@ -297,19 +304,32 @@ def test_pricing_table():
     assert resolve_price("openai", "x", override=(1.0, 3.0)).output_per_m == 3.0
 
 
-def test_client_survives_several_event_loops():
-    with ScriptedServer([tool_reply(("finish", {}))] * 2) as s:
-        client = LLMClient(cfg(s))
+def test_client_survives_several_event_loops(http, monkeypatch):
+    made = []
+
+    def counting(*args, **kw):  # the real factory, counted
+        made.append(make_transport(*args, **kw))
+        return made[-1]
+
+    monkeypatch.setattr("ark.llm.make_transport", counting)
+
+    async def several(client):
+        return await asyncio.gather(*(client.chat(MESSAGES, TOOLS) for _ in range(4)))
+
+    with ScriptedServer([tool_reply(("finish", {}))] * 5) as s:
+        client = LLMClient(cfg(s, http=http))
         a = run(client.chat(MESSAGES, TOOLS))  # each asyncio.run is a new loop
-        b = run(client.chat(MESSAGES, TOOLS))
-    assert a.tool_calls[0].name == b.tool_calls[0].name == "finish"
+        b = run(several(client))  # concurrent first calls on a new loop share one new transport
+        run(client.aclose())
+    assert [r.tool_calls[0].name for r in [a, *b]] == ["finish"] * 5
+    assert len(made) == 2 and client._transport is None
 
 
-def test_conversation_scripts_serve_concurrent_agents():
+def test_conversation_scripts_serve_concurrent_agents(http):
     convs = {f"q{i}": [tool_reply(("search_graph", {"query": f"q{i}"})), tool_reply(("finish", {}))]
              for i in range(8)}
     with ScriptedServer(conversations=convs, latency_s=0.2) as s:
-        client = LLMClient(cfg(s))
+        client = LLMClient(cfg(s, http=http))
 
         async def agent(q: str) -> list[str]:
             msgs = [{"role": "user", "content": q}]
@@ -382,3 +402,33 @@ def test_each_agent_samples_with_its_own_seed():
         run(client.chat(MESSAGES, TOOLS, agent_index=0))
         run(client.chat(MESSAGES, TOOLS, agent_index=2))
     assert [r["seed"] for r in s.requests] == [11, 13]
+
+
+def test_requests_go_through_the_environment_proxy(http, monkeypatch):
+    for var in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    with ScriptedServer([tool_reply(("finish", {}))]) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.root_url)  # the scripted server plays the proxy
+        client = LLMClient(BackboneConfig(provider="vllm", base_url="http://api.example.invalid/v1",
+                                          http=http, max_retries=0))
+        resp = run(client.chat(MESSAGES, TOOLS))
+    assert resp.tool_calls[0].name == "finish"
+    assert proxy.request_paths == ["http://api.example.invalid/v1/chat/completions"]  # absolute URI: proxied
+
+
+def test_env_proxy_and_route():
+    env = {"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "localhost,127.0.0.1"}
+    with pytest.MonkeyPatch.context() as mp_:
+        for var in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY"):
+            mp_.delenv(var, raising=False)
+        for k, v in env.items():
+            mp_.setenv(k, v)
+        assert env_proxy("https://api.openai.com/v1/chat/completions") == "http://proxy:3128"
+        assert env_proxy("http://127.0.0.1:8000/v1/chat/completions") is None  # NO_PROXY
+        assert env_proxy("http://example.org/v1/chat/completions") is None  # no HTTP_PROXY set
+    azure = Route("azure", "https://r.openai.azure.com/", "k-secret", deployment="d1", api_version="2024-10-21")
+    assert azure.url == "https://r.openai.azure.com/openai/deployments/d1/chat/completions?api-version=2024-10-21"
+    assert azure.headers()["api-key"] == "k-secret" and "k-secret" not in repr(azure)
+    assert Route("vllm", "http://h:8000/v1/", "EMPTY").url == "http://h:8000/v1/chat/completions"
+    with pytest.raises(ValueError, match=r"'curl'.*\['aiohttp', 'openai'\]"):
+        BackboneConfig(provider="vllm", base_url="http://x/v1", http="curl")
