@@ -332,6 +332,16 @@ class ARKRetriever:
                          prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                          cost_usd=cost, error=error)
 
+    async def aclose(self) -> None:
+        """Release the LLM client's HTTP connections (it makes new ones if used again)."""
+        await self.llm.aclose()
+
     def retrieve(self, query: str) -> list[int]:
-        """Synchronous convenience: the fused ranking for one query."""
-        return asyncio.run(self.aretrieve(query)).ranking
+        """Synchronous convenience: the fused ranking for one query (in an event loop of its own)."""
+        async def once() -> Retrieval:
+            try:
+                return await self.aretrieve(query)
+            finally:
+                await self.aclose()
+
+        return asyncio.run(once()).ranking

@@ -289,8 +289,17 @@ async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, c
 
 def run_queries(retriever: Retriever, queries: Sequence, settings: RunSettings, candidate_ids=None,
                 logger=None) -> dict:
-    """Synchronous wrapper around `arun`."""
-    return asyncio.run(arun(retriever, queries, settings, candidate_ids, logger))
+    """Synchronous wrapper around `arun` (in an event loop of its own, whose HTTP connections the
+    retriever releases at the end through its ``aclose``, when it has one)."""
+    async def once() -> dict:
+        try:
+            return await arun(retriever, queries, settings, candidate_ids, logger)
+        finally:
+            aclose = getattr(retriever, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    return asyncio.run(once())
 
 
 def _scored_records(run_dir: Path, queries: Sequence, settings: RunSettings):

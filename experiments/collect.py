@@ -194,7 +194,7 @@ def run(hcfg) -> dict:
         try:
             return await acollect(retriever, source.queries().split(cfg.split), out, cfg)
         finally:
-            await retriever.llm.aclose()
+            await retriever.aclose()
 
     with local_server_for(backbone):
         summary = asyncio.run(go())

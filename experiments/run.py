@@ -15,7 +15,6 @@ factories below (`GraphSource`, `build_ark`, `build_bm25`) with ``_target_``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
@@ -155,15 +154,6 @@ def _check_same_run(out: Path, info: dict[str, Any]) -> None:
                              "set experiment_name=... or out_dir=... for a new run")
 
 
-async def _arun(cfg: DictConfig, retriever, queries, settings, candidate_ids, logger) -> dict:
-    try:
-        return await runner.arun(retriever, queries, settings, candidate_ids, logger)
-    finally:
-        llm = getattr(retriever, "llm", None)
-        if llm is not None and hasattr(llm, "aclose"):
-            await llm.aclose()
-
-
 def run(cfg: DictConfig) -> dict:
     """Run (or resume) one evaluation run described by a composed config; returns its summary."""
     info = run_info(cfg)
@@ -191,7 +181,7 @@ def run(cfg: DictConfig) -> dict:
     logger.start(name, cfg.experiment_name, info, resolved)
     try:
         with local_server_for(backbone):
-            summary = asyncio.run(_arun(cfg, retriever, queries, settings, graph.candidate_ids, logger))
+            summary = runner.run_queries(retriever, queries, settings, graph.candidate_ids, logger)
     finally:
         logger.finish()
     _print_summary(out, summary)

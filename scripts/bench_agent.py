@@ -86,7 +86,7 @@ async def bench(retriever: ARKRetriever, queries: list[str]):
     start, cpu0 = time.perf_counter(), time.process_time()
     results = await run_all(retriever, queries)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
-    await retriever.llm.aclose()
+    await retriever.aclose()
     return results, wall, cpu
 
 

@@ -77,11 +77,14 @@ def print_query(i: int, query, graph, ark: Retrieval | None, bm25: list[int], ar
 
 async def run_ark(retriever: ARKRetriever, queries) -> list[tuple[Retrieval | None, str | None]]:
     out = []
-    for q in queries:  # one query at a time: the local server runs one request at a time anyway
-        try:
-            out.append((await retriever.aretrieve(q.text, q.id), None))
-        except LLMError as e:  # our bugs still raise; only LLM-side trouble is reported per query
-            out.append((None, f"{type(e).__name__}: {e}"))
+    try:
+        for q in queries:  # one query at a time: the local server runs one request at a time anyway
+            try:
+                out.append((await retriever.aretrieve(q.text, q.id), None))
+            except LLMError as e:  # our bugs still raise; only LLM-side trouble is reported per query
+                out.append((None, f"{type(e).__name__}: {e}"))
+    finally:
+        await retriever.aclose()
     return out
 
 
