@@ -7,7 +7,9 @@ every evaluation run, so it resumes (finished queries are skipped) and every LLM
 response cache; on top it writes
 
 - `trajectories.jsonl`: one `Trajectory.to_json()` per line, what `ark.distill.sft_data` reads;
-- `collect_summary.json`: queries, trajectories, stop reasons, steps, tool calls, tokens, cost.
+- `collect_summary.json`: queries, trajectories, stop reasons, steps, tool calls, tokens, cost;
+- `collect.json`: the settings that shape the trajectories (split, seed, agents, temperature, T_max,
+  teacher model); resuming under other settings is refused (a larger `n_queries` extends it).
 
 `select="best_recall"` is the opt-in rejection-sampling extension: it keeps, per query, the trajectory
 whose selected nodes have the highest recall of the gold answers. It USES LABELS and says so in the
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 SELECT_MODES = ("all", "best_recall")  # "best_recall" uses gold labels (rejection sampling)
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "collect_summary.json"
+SETTINGS_FILE = "collect.json"  # what shaped the trajectories, checked when a collection resumes
+SHAPING_FIELDS = ("split", "seed", "trajectories_per_query", "temperature", "t_max")
 
 
 @dataclass
@@ -144,6 +148,27 @@ def export(run_dir: Path, queries: Sequence, cfg: CollectConfig, gold: dict[str,
     return summary
 
 
+def check_resume(out_dir: Path, cfg: CollectConfig, teacher: str | None) -> None:
+    """Record what shapes this collection's trajectories in ``out_dir/collect.json``, or, when the
+    directory already holds a collection, refuse to add to it under other settings (a mix of
+    temperatures or step budgets would be silently distilled as one). ``n_queries`` may differ: the
+    subsample is nested, so a larger collection extends a smaller one."""
+    settings = {**{k: getattr(cfg, k) for k in SHAPING_FIELDS}, "teacher": teacher}
+    path = Path(out_dir) / SETTINGS_FILE
+    if path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        diff = [k for k in settings if old.get(k) != settings[k]]
+        if diff:
+            raise ValueError(
+                f"{out_dir} holds a collection made with "
+                + ", ".join(f"{k}={old.get(k)!r}" for k in diff) + "; this one has "
+                + ", ".join(f"{k}={settings[k]!r}" for k in diff)
+                + ". Collect into another directory (out_dir=...) or use the same settings.")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
+
+
 async def acollect(retriever, queries: Sequence, out_dir: Path, cfg: CollectConfig) -> dict:
     """Run `retriever` (an ARKRetriever with cfg's agents/temperature/T_max) on the subsampled queries.
 
@@ -151,6 +176,8 @@ async def acollect(retriever, queries: Sequence, out_dir: Path, cfg: CollectConf
     copies; gold answers are read again only by the opt-in best_recall selection. Returns the summary.
     """
     out_dir = Path(out_dir)
+    llm_config = getattr(getattr(retriever, "llm", None), "config", None)
+    check_resume(out_dir, cfg, getattr(llm_config, "model", None))
     chosen = subsample(list(queries), cfg.n_queries, cfg.seed)
     blind = [UnlabelledQuery(q.id, q.text) for q in chosen]
     settings = runner.RunSettings(out_dir=out_dir, concurrency=cfg.concurrency, progress=cfg.progress,

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from experiments.collect import CollectConfig, export, recall, subsample
+from experiments.collect import SETTINGS_FILE, CollectConfig, check_resume, export, recall, subsample
 
 pytestmark = pytest.mark.distill
 
@@ -75,3 +75,17 @@ def test_recall_and_config_errors():
     assert recall([1, 2, 9], [1, 2, 3, 4]) == 0.5 and recall([1], []) == 0.0
     with pytest.raises(ValueError, match=r"select='best'.*\['all', 'best_recall'\]"):
         CollectConfig(select="best")
+
+
+def test_resuming_under_other_settings_is_refused(collected, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(collected.train_dir, run)
+    recorded = json.loads((run / SETTINGS_FILE).read_text())
+    assert (recorded["t_max"], recorded["temperature"], recorded["trajectories_per_query"]) == (3, 0.7, 2)
+    same = CollectConfig(split="train", n_queries=30, trajectories_per_query=2, t_max=3)  # more queries: fine
+    check_resume(run, same, recorded["teacher"])
+    with pytest.raises(ValueError, match=r"t_max=3.*this one has t_max=5"):
+        check_resume(run, CollectConfig(split="train", trajectories_per_query=2, t_max=5), recorded["teacher"])
+    with pytest.raises(ValueError, match=r"teacher='other-model'"):
+        check_resume(run, same, "other-model")
+    assert json.loads((run / SETTINGS_FILE).read_text()) == recorded  # a refused resume writes nothing
