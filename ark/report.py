@@ -53,6 +53,15 @@ class RunResult:
     n: int
     n_ok: int
     values: dict[tuple[str, str], tuple[float, float, float]] = field(default_factory=dict)  # mean, lo, hi (%)
+    graph_runs: dict[str, tuple[Path, bool]] = field(default_factory=dict)  # graph -> (its run dir, complete)
+
+    def source(self, graph: str) -> tuple[str, bool]:
+        """The run directory behind ``graph``'s values and whether it is complete ("average": the
+        experiment directory, complete when every graph is)."""
+        if graph in self.graph_runs:
+            d, complete = self.graph_runs[graph]
+            return str(d), complete
+        return str(self.run_dir.parent.parent), self.complete
 
 
 @dataclass
@@ -111,6 +120,7 @@ def find_runs(runs_root: Path, experiment: str) -> list[RunResult]:
             info = {**info, "note": f"split {info.get('split')}"}
         rr = RunResult(run_label(info), info, d, bool(m.get("complete")), m.get("n", 0), m.get("n_ok", 0))
         graph = info.get("graph") or d.parent.name
+        rr.graph_runs[graph] = (d, rr.complete)
         for name, v in m.get("metrics", {}).items():
             rr.values[(graph, name)] = tuple(100 * v[k] for k in ("mean", "ci_low", "ci_high"))
         out.append(rr)
@@ -122,10 +132,12 @@ def _merge_by_label(runs: list[RunResult]) -> list[RunResult]:
     merged: dict[str, RunResult] = {}
     for r in runs:
         if r.label not in merged:
-            merged[r.label] = RunResult(r.label, dict(r.info), r.run_dir, r.complete, r.n, r.n_ok, dict(r.values))
+            merged[r.label] = RunResult(r.label, dict(r.info), r.run_dir, r.complete, r.n, r.n_ok, dict(r.values),
+                                        dict(r.graph_runs))
         else:
             m = merged[r.label]
             m.values.update(r.values)
+            m.graph_runs.update(r.graph_runs)
             m.complete = m.complete and r.complete
             m.n += r.n
             m.n_ok += r.n_ok
@@ -184,9 +196,9 @@ def table1_records(t: Table1) -> list[dict]:
             for (g, m), (mean, lo, hi) in r.values.items():
                 if m not in t.metrics:
                     continue
+                run_dir, complete = r.source(g)
                 base = {"category": row.category, "kind": row.kind, "method": row.method, "graph": g, "metric": m,
-                        "run_dir": str(r.run_dir.parent.parent) if g == "average" else str(r.run_dir),
-                        "complete": r.complete}
+                        "run_dir": run_dir, "complete": complete}
                 recs.append({**base, "source": "ours", "value": round(mean, 4), "ci_low": _fmt(lo, 4),
                              "ci_high": _fmt(hi, 4)})
                 p = row.values.get((g, m))
@@ -195,9 +207,10 @@ def table1_records(t: Table1) -> list[dict]:
     for r in t.other:
         for (g, m), (mean, lo, hi) in r.values.items():
             if m in t.metrics:
+                run_dir, complete = r.source(g)
                 recs.append({"category": "ours", "kind": "", "method": r.label, "source": "ours", "graph": g,
                              "metric": m, "value": round(mean, 4), "ci_low": _fmt(lo, 4), "ci_high": _fmt(hi, 4),
-                             "run_dir": str(r.run_dir), "complete": r.complete})
+                             "run_dir": run_dir, "complete": complete})
     return recs
 
 
@@ -243,7 +256,8 @@ def render_markdown(t: Table1) -> str:
     lines += ["", f"Paper numbers: {t.citation}"]
     incomplete = [r for rs in list(t.ours.values()) + [t.other] for r in rs if not r.complete]
     for r in incomplete:
-        lines.append(f"`*` {r.label}: {r.n_ok}/{r.n} queries scored ({r.run_dir})")
+        where = [str(d) for d, complete in r.graph_runs.values() if not complete] or [str(r.run_dir)]
+        lines.append(f"`*` {r.label}: {r.n_ok}/{r.n} queries scored ({', '.join(where)})")
     return "\n".join(lines) + "\n"
 
 

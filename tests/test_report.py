@@ -68,6 +68,14 @@ def test_table1_from_runs(tmp_path):
     assert len(paper_kar) == 12
     demo = [r for r in recs if r["graph"] == "demo"]
     assert {r["metric"] for r in demo} == {"hit@1", "recall@20", "mrr"}
+    # every value names the run it comes from, also in rows that merge the three graphs
+    for g in ("amazon", "mag", "prime"):
+        ours = {r["run_dir"] for r in recs if r["method"] == "ARK" and r["source"] != "paper" and r["graph"] == g}
+        assert ours == {str(runs / "table1" / g / "ark-gpt-4.1-t20_n3-full")}, g
+    assert {r["run_dir"] for r in recs if r["method"] == "ARK" and r["graph"] == "average"
+            and r["source"] == "ours"} == {str(runs / "table1")}
+    assert {r["complete"] for r in demo} == {"False"}
+    assert f"19/20 queries scored ({runs / 'table1' / 'demo' / 'ark-scripted-t20_n3-full'})" in text
     assert tex.read_text().count(r"\\") > 20 and r"\begin{tabular}" in tex.read_text()
 
 
