@@ -35,7 +35,7 @@ from ark.llm import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, L
 from ark.prompts import system_prompt
 from ark.retrieval import Retrieval
 from ark.tools import ToolInputError, _as_int
-from ark.trajectory import Step, Trajectory, assistant_message, tool_message
+from ark.trajectory import Step, Trajectory, tool_message
 
 SELECT, FINISH = "select", "finish"
 
@@ -197,7 +197,7 @@ class Agent:
     def _act(self, t: int, response: ChatResponse, messages: list[dict], seen: set[int], chosen: set[int],
              selected: list[int]) -> tuple[Step, bool]:
         """Run all tool calls of one reply in order; append the messages; return (step, finished)."""
-        messages.append(assistant_message(response))
+        messages.append(response.to_message())
         observations: list[str] = []
         node_ids: list[list[int]] = []
         errors: list[str] = []

@@ -43,7 +43,7 @@ import random
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,10 @@ class ToolCall:
         return {"id": self.id, "type": "function",
                 "function": {"name": self.name, "arguments": self.arguments}}
 
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ToolCall":
+        return cls(**_known_fields(cls, d))
+
 
 @dataclass
 class ChatResponse:
@@ -118,8 +122,11 @@ class ChatResponse:
     attempts: int = 1  # HTTP attempts the original call took
 
     def to_message(self) -> dict:
-        """The assistant message to append to the conversation."""
-        # "" not None: llama.cpp's server rejects a null assistant content; OpenAI/vLLM accept ""
+        """The assistant message to append to the conversation.
+
+        ``content`` is always a string ("" when the model sent none): OpenAI accepts null next to
+        tool calls, but llama-cpp-python's server rejects it, and chat templates for SFT expect a
+        string."""
         msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
         if self.tool_calls:
             msg["tool_calls"] = [tc.to_message() for tc in self.tool_calls]
@@ -130,9 +137,15 @@ class ChatResponse:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ChatResponse":
-        d = dict(d)
-        d["tool_calls"] = [ToolCall(**tc) for tc in d.get("tool_calls", [])]
-        return cls(**d)
+        """From ``to_json``'s dict; keys this version does not know are ignored."""
+        kw = _known_fields(cls, d)
+        kw["tool_calls"] = [ToolCall.from_json(tc) for tc in d.get("tool_calls", [])]
+        return cls(**kw)
+
+
+def _known_fields(cls: type, d: Mapping[str, Any]) -> dict:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
 
 
 def _plain(x: Any) -> Any:

@@ -22,24 +22,6 @@ from ark.llm import ChatResponse, ToolCall
 STOP_REASONS = ("finish", "max_steps", "error")
 
 
-def _tool_call_from_json(d: dict) -> ToolCall:
-    names = {f.name for f in dataclasses.fields(ToolCall)}
-    return ToolCall(**{k: v for k, v in d.items() if k in names})
-
-
-def _response_to_json(r: ChatResponse | None) -> dict | None:
-    return None if r is None else dataclasses.asdict(r)
-
-
-def _response_from_json(d: dict | None) -> ChatResponse | None:
-    if d is None:
-        return None
-    names = {f.name for f in dataclasses.fields(ChatResponse)}
-    kwargs = {k: v for k, v in d.items() if k in names}
-    kwargs["tool_calls"] = [_tool_call_from_json(t) for t in d.get("tool_calls", [])]
-    return ChatResponse(**kwargs)
-
-
 @dataclass
 class Step:
     """One LLM call and the tool calls it made, in order.
@@ -65,7 +47,7 @@ class Step:
     def to_json(self) -> dict:
         return {
             "index": self.index,
-            "response": _response_to_json(self.response),
+            "response": None if self.response is None else self.response.to_json(),
             "tool_calls": [dataclasses.asdict(t) for t in self.tool_calls],
             "observations": list(self.observations),
             "llm_latency_s": self.llm_latency_s,
@@ -81,8 +63,8 @@ class Step:
     def from_json(cls, d: dict) -> "Step":
         return cls(
             index=int(d["index"]),
-            response=_response_from_json(d.get("response")),
-            tool_calls=[_tool_call_from_json(t) for t in d.get("tool_calls", [])],
+            response=None if d.get("response") is None else ChatResponse.from_json(d["response"]),
+            tool_calls=[ToolCall.from_json(t) for t in d.get("tool_calls", [])],
             observations=list(d.get("observations", [])),
             llm_latency_s=float(d.get("llm_latency_s", 0.0)),
             tool_latency_s=float(d.get("tool_latency_s", 0.0)),
@@ -179,18 +161,6 @@ class Trajectory:
         and each call is answered by a {"role": "tool", "tool_call_id", "content"} message.
         """
         return {"messages": [dict(m) for m in self.messages], "tools": [dict(t) for t in self.tools]}
-
-
-def assistant_message(response: ChatResponse) -> dict:
-    """The OpenAI chat message for a model reply (content + tool calls).
-
-    `content` is always a string ("" when the model sent none): OpenAI accepts null next to tool
-    calls, but llama-cpp-python's server rejects it, and chat templates for SFT expect a string.
-    """
-    msg: dict[str, Any] = {"role": "assistant", "content": response.content or ""}
-    if response.tool_calls:
-        msg["tool_calls"] = [tc.to_message() for tc in response.tool_calls]
-    return msg
 
 
 def tool_message(tool_call_id: str, content: str) -> dict:

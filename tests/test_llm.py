@@ -358,6 +358,12 @@ def test_toolcall_dataclass_roundtrip():
     tc = ToolCall(id="c1", name="select", arguments='{"ids": [1]}')
     assert tc.to_message() == {"id": "c1", "type": "function",
                                "function": {"name": "select", "arguments": '{"ids": [1]}'}}
+    resp = ChatResponse(content=None, tool_calls=[tc], prompt_tokens=3, completion_tokens=2, latency_s=0.1,
+                        cached=False)
+    assert resp.to_message()["content"] == ""  # never null: llama.cpp's server rejects it
+    stored = {**resp.to_json(), "added_in_a_later_version": 1}
+    stored["tool_calls"][0]["index"] = 0
+    assert ChatResponse.from_json(stored) == resp  # unknown keys of newer records are ignored
 
 
 # -- ark.local_server: setup errors (the running server is tested in tests/integration/) ---------

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from ark.llm import ChatResponse, ToolCall
-from ark.trajectory import Step, Trajectory, assistant_message, tool_message
+from ark.trajectory import Step, Trajectory, tool_message
 
 
 def _trajectory() -> Trajectory:
@@ -18,8 +18,8 @@ def _trajectory() -> Trajectory:
     r2 = ChatResponse(content="done", tool_calls=calls2, prompt_tokens=150, completion_tokens=10,
                       latency_s=0.25, cached=True)
     messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "q?"},
-                assistant_message(r1), tool_message("c1", "obs search"), tool_message("c2", "obs nbrs"),
-                assistant_message(r2), tool_message("c3", "Selected"), tool_message("c4", "Finished")]
+                r1.to_message(), tool_message("c1", "obs search"), tool_message("c2", "obs nbrs"),
+                r2.to_message(), tool_message("c3", "Selected"), tool_message("c4", "Finished")]
     steps = [
         Step(index=0, response=r1, tool_calls=calls1, observations=["obs search", "obs nbrs"],
              llm_latency_s=0.5, tool_latency_s=0.002, prompt_tokens=100, completion_tokens=20,
