@@ -19,17 +19,13 @@ import os
 from pathlib import Path
 
 from ark.graph import CacheError, KnowledgeGraph, replace_dir
+from ark.stark import NAMES, check_name
 
 log = logging.getLogger(__name__)
 
-GRAPHS = ("amazon", "mag", "prime", "demo")
+GRAPHS = NAMES  # amazon, mag, prime, demo
 DEFAULT_ROOT = Path("data")
-
-
-def check_graph_name(name: str) -> str:
-    if name not in GRAPHS:
-        raise ValueError(f"unknown graph {name!r}; valid graphs: {', '.join(GRAPHS)}")
-    return name
+check_graph_name = check_name
 
 
 def raw_root(root: Path | str = DEFAULT_ROOT) -> Path:

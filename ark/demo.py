@@ -48,6 +48,8 @@ from pathlib import Path
 
 import torch
 
+from ark import stark
+
 NAME = "demo"
 SEED = 0
 BUILDER_VERSION = 1
@@ -544,16 +546,6 @@ def write_qa(queries: list[DemoQuery], splits: dict[str, list[int]], qa_dir: Pat
         _atomic_write(qa_dir / "split" / f"{name}.index", ("\n".join(map(str, ids)) + "\n").encode())
 
 
-def skb_dir(root: Path) -> Path:
-    """``<root>/skb/demo/processed`` -- where the PRIME-format graph files go."""
-    return Path(root) / "skb" / NAME / "processed"
-
-
-def qa_dir(root: Path) -> Path:
-    """``<root>/qa/demo`` -- where the STaRK-format queries go."""
-    return Path(root) / "qa" / NAME
-
-
 def build_info_path(root: Path) -> Path:
     return Path(root) / "skb" / NAME / "build_info.json"
 
@@ -564,9 +556,9 @@ def build_demo(root: Path, data_dir: Path | None = None) -> Path:
     root = Path(root)
     graph = build_graph(data_dir)
     queries, splits = split_queries(generate_queries(graph))
-    processed = skb_dir(root)
+    processed = stark.graph_dir(NAME, root)
     write_skb(graph, processed)
-    write_qa(queries, splits, qa_dir(root))
+    write_qa(queries, splits, stark.qa_dir(NAME, root))
     stats = statistics(graph, queries, splits)
     _atomic_write(build_info_path(root), json.dumps(
         {"builder_version": BUILDER_VERSION, "seed": SEED, **stats}, indent=1).encode())
@@ -576,9 +568,9 @@ def build_demo(root: Path, data_dir: Path | None = None) -> Path:
 def is_built(root: Path) -> bool:
     """True when every demo file exists and was written by this builder version."""
     root = Path(root)
-    needed = [skb_dir(root) / f for f in PROCESSED_FILES]
-    needed += [qa_dir(root) / "stark_qa" / "stark_qa.csv"]
-    needed += [qa_dir(root) / "split" / f"{s}.index" for s in (*SPLITS, "test-0.1")]
+    qa = stark.qa_files(NAME, root)
+    needed = [stark.graph_dir(NAME, root) / f for f in PROCESSED_FILES]
+    needed += [qa["queries"]] + [qa[s] for s in stark.SPLITS]
     if not all(p.is_file() for p in needed) or not build_info_path(root).is_file():
         return False
     try:
@@ -590,7 +582,7 @@ def is_built(root: Path) -> bool:
 
 def ensure_demo(root: Path) -> Path:
     """Build the demo files unless an up-to-date build is already under ``root``."""
-    return skb_dir(root) if is_built(root) else build_demo(root)
+    return stark.graph_dir(NAME, root) if is_built(root) else build_demo(root)
 
 
 def statistics(graph: DemoGraph, queries: list[DemoQuery], splits: dict[str, list[int]]) -> dict:
@@ -627,7 +619,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"stored edges (both directions): {stats['num_stored_edges']}")
     for r, n in stats["stored_edges"].items():
         print(f"  {r:<20} {n:>9}")
-    print(f"queries -> {qa_dir(args.root)}")
+    print(f"queries -> {stark.qa_dir(NAME, args.root)}")
     for s, n in stats["queries"].items():
         print(f"  {s:<20} {n:>9}")
     for t, n in stats["templates"].items():

@@ -47,7 +47,7 @@ from ark.graph import KnowledgeGraph
 
 REPO_ID = "snap-stanford/stark"
 STARK_GRAPHS = ("prime", "mag", "amazon")
-NAMES = STARK_GRAPHS + ("demo",)  # "demo" uses PRIME's layout (written by ark.demo)
+NAMES = tuple(sorted(STARK_GRAPHS)) + ("demo",)  # the paper's column order; "demo" uses PRIME's layout (ark.demo)
 SPLITS = ("train", "val", "test", "test-0.1")
 HUMAN_SPLIT = "human_generated_eval"
 DEFAULT_ROOT = Path("data/stark")
@@ -84,7 +84,7 @@ class StarkFileError(RuntimeError):
 
 def check_name(name: str) -> str:
     if name not in NAMES:
-        raise ValueError(f"unknown STaRK graph {name!r}; valid graphs: {', '.join(NAMES)}")
+        raise ValueError(f"unknown graph {name!r}; valid graphs: {', '.join(NAMES)}")
     return name
 
 
@@ -112,9 +112,13 @@ def graph_files(name: str, root: Path | str = DEFAULT_ROOT) -> list[Path]:
     return [graph_dir(name, root) / f for f in names]
 
 
+def qa_dir(name: str, root: Path | str = DEFAULT_ROOT) -> Path:
+    return Path(root) / "qa" / check_name(name)
+
+
 def qa_files(name: str, root: Path | str = DEFAULT_ROOT) -> dict[str, Path]:
     """QA files by role: ``queries``, ``human_generated_eval`` and one per split."""
-    qa = Path(root) / "qa" / check_name(name)
+    qa = qa_dir(name, root)
     files = {
         "queries": qa / "stark_qa" / "stark_qa.csv",
         HUMAN_SPLIT: qa / "stark_qa" / "stark_qa_human_generated_eval.csv",

@@ -161,7 +161,7 @@ def test_demo_name_reads_the_prime_layout(tmp_path):
 
 # ---------------------------------------------------------------------- bad input
 def test_unknown_graph_name_lists_valid_ones(root):
-    with pytest.raises(ValueError, match="valid graphs: prime, mag, amazon, demo"):
+    with pytest.raises(ValueError, match="valid graphs: amazon, mag, prime, demo"):
         stark.read_graph("primekg", root)
 
 
