@@ -15,7 +15,7 @@ Who handles what:
 - anything else is our bug and raises.
 
 `ARKRetriever` runs n agents per query concurrently under one `asyncio.Semaphore` that all queries of a
-run share; a slot is one running agent, so at most `limit` LLM requests are in flight. The fused ranking
+run share; a slot is one running agent, so at most `AgentConfig.concurrency` LLM requests are in flight. The fused ranking
 follows `ark.fusion.fuse`.
 
     retriever = ARKRetriever(llm, ToolSet(graph, index, ToolConfig()), graph, AgentConfig(n_agents=3))

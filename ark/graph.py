@@ -393,16 +393,28 @@ def replace_dir(tmp: Path, dest: Path) -> bool:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def neighbor_runs(nodes: np.ndarray, exclude: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end row of each run of equal ids in ``nodes`` (a `NeighborEdges.nodes`, sorted by
+    id), so one run per distinct neighbor; the run of ``exclude`` (e.g. the explored node's
+    self-loops) left out."""
+    if len(nodes) == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
+    ends = np.r_[starts[1:], len(nodes)]
+    if exclude is not None:
+        keep = nodes[starts] != exclude
+        starts, ends = starts[keep], ends[keep]
+    return starts, ends
+
+
 def group_neighbors(edges: NeighborEdges) -> tuple[np.ndarray, list[list[tuple[int, bool]]]]:
     """Fold edge rows per neighbor: unique neighbor ids (ascending) and, per neighbor, its
-    ``(relation id, outgoing)`` pairs in CSR order. Relies on rows being sorted by neighbor id."""
-    if len(edges) == 0:
-        return np.empty(0, dtype=np.int64), []
-    starts = np.flatnonzero(np.r_[True, edges.nodes[1:] != edges.nodes[:-1]])
-    bounds = np.r_[starts, len(edges)]
+    ``(relation id, outgoing)`` pairs in CSR order."""
+    starts, ends = neighbor_runs(edges.nodes)
     rels = edges.relations.tolist()
     outs = edges.outgoing.tolist()
-    links = [list(zip(rels[a:b], outs[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
+    links = [list(zip(rels[a:b], outs[a:b])) for a, b in zip(starts.tolist(), ends.tolist())]
     return edges.nodes[starts], links
 
 

@@ -15,10 +15,11 @@ Each tool is declared once as a `ToolSpec` (name, description, parameters with J
 (``neighbors``, ``neighbor_query``, ``type_filter``) remove the tool or its parameters from the schema,
 and `ToolSet.call` then rejects them like any other unknown argument.
 
-`ToolSet.call` never raises on what an LLM may send: malformed JSON, wrong or missing argument names,
-ids as strings ("12" works), ids out of range, unknown type names (answered with the valid ones), k out
-of range (clamped, with a note), empty or stopword-only queries. Each gives a short error observation
-(`ToolResult.error` set). Empty lists for ``node_types``/``relations`` mean "no filter"; type names are
+`ToolSet.call` never raises on what an LLM may send. What cannot run gets a short error observation
+(`ToolResult.error` set): malformed JSON, wrong or missing argument names, ids out of range, unknown
+type names (answered with the valid ones), a search query that is empty or only stopwords. What can be
+fixed up runs: ids as strings ("12" works); k out of range is clamped, and a neighbor query of only
+stopwords lists the neighbors in id order, each with a note in the observation. Empty lists for ``node_types``/``relations`` mean "no filter"; type names are
 matched exactly, then ignoring case and surrounding spaces.
 """
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from ark.graph import neighbor_runs
 from ark.observation import NodeLine, Snippeter, render
 from ark.text_index import BM25Index, _heap_push
 
@@ -226,26 +228,6 @@ def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
     return _top_k_matched(scores, k)[0]
 
 
-@njit(cache=True, nogil=True)
-def _runs(nodes, v):
-    """Start and end row of each run of equal neighbor ids (rows sorted by id), leaving out ``v``'s run."""
-    n = len(nodes)
-    starts = np.empty(n, dtype=np.int64)
-    ends = np.empty(n, dtype=np.int64)
-    c = 0
-    a = 0
-    while a < n:
-        b = a + 1
-        while b < n and nodes[b] == nodes[a]:
-            b += 1
-        if nodes[a] != v:
-            starts[c] = a
-            ends[c] = b
-            c += 1
-        a = b
-    return starts[:c], ends[:c]
-
-
 # ------------------------------------------------------------------------------ the tool set
 class ToolSet:
     """The tools over one graph and its BM25 index, as configured."""
@@ -435,7 +417,7 @@ class ToolSet:
         edges = g.neighbors(v, node_types, relations)
         nodes, rel, out = edges.nodes, edges.relations, edges.outgoing
         # rows are sorted by neighbor id: one run of rows per distinct neighbor (v's own run left out)
-        starts, ends = _runs(nodes, v)
+        starts, ends = neighbor_runs(nodes, exclude=v)
         uniq = nodes[starts]
         scores = matched = None
         if query is not None:

@@ -1,8 +1,9 @@
 """The record of one agent's run on one query: `Step` and `Trajectory` (paper §3, τ = ((s_t, A_t, o_t))_t).
 
-A trajectory is both the log and the prompt: `messages` is exactly the OpenAI chat history the model saw
+A trajectory is both the log and the prompt: `messages` is the OpenAI chat history the model saw
 (system, user, then per step one assistant message with its tool calls followed by one tool message per
-call), and `steps` holds the per-step bookkeeping (raw response, parsed tool calls, observations, LLM and
+call; a reply without tool calls is answered by a `user` message with the error). After a context-length
+retry the oldest observations stay shortened, as the later calls saw them. `steps` holds the per-step bookkeeping (raw response, parsed tool calls, observations, LLM and
 tool latency, tokens, the model's mistakes). Records round-trip through JSON (`to_json`/`from_json`), and
 `to_chat()` gives the {"messages", "tools"} form the distillation trains on.
 
