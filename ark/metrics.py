@@ -91,7 +91,8 @@ class CandidateSet:
         return [int(i) for i in ids if 0 <= i < size and mask[i]]
 
 
-def _as_candidates(candidate_ids) -> CandidateSet | None:
+def as_candidates(candidate_ids) -> CandidateSet | None:
+    """``candidate_ids`` as a `CandidateSet` (None and sets pass through)."""
     if candidate_ids is None or isinstance(candidate_ids, CandidateSet):
         return candidate_ids
     return CandidateSet(candidate_ids)
@@ -114,7 +115,7 @@ def evaluate(ranking: Sequence[int], gold: Iterable[int], candidate_ids=None,
     if mode not in MODES:
         raise ValueError(f"unknown metrics mode {mode!r}; valid: {', '.join(MODES)}")
     specs = [parse_metric(m) for m in metrics]
-    cands = _as_candidates(candidate_ids)
+    cands = as_candidates(candidate_ids)
     if mode == "stark_qa":
         if cands is None:
             raise ValueError("mode='stark_qa' needs candidate_ids (it spreads scores over all candidates)")

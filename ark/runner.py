@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ark.metrics import MODES, CandidateSet, aggregate, evaluate, parse_metric
+from ark.metrics import MODES, CandidateSet, aggregate, as_candidates, evaluate, parse_metric
 
 PREDICTIONS = "predictions.jsonl"
 METRICS_FILE = "metrics.json"
@@ -227,8 +227,7 @@ async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, c
     _repair_tail(pred_path)
     done = {k for k, r in load_predictions(out).items() if r.get("status") == "ok"}
     todo = [q for q in queries if _key(q.id) not in done]
-    cands = candidate_ids if isinstance(candidate_ids, CandidateSet) or candidate_ids is None \
-        else CandidateSet(candidate_ids)
+    cands = as_candidates(candidate_ids)
     running = _Running(settings.metrics)
     bar = tqdm(total=len(queries), initial=len(queries) - len(todo), disable=not settings.progress,
                desc=out.name, dynamic_ncols=True, mininterval=0.5)
@@ -358,8 +357,7 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
     neighborhood-call histogram) uses each agent's own list scored like the fused one.
     """
     run_dir = Path(run_dir)
-    cands = candidate_ids if isinstance(candidate_ids, CandidateSet) or candidate_ids is None \
-        else CandidateSet(candidate_ids)
+    cands = as_candidates(candidate_ids)
     pairs = _scored_records(run_dir, queries, settings)
     ok = [r for _, r in pairs if r is not None and r["status"] == "ok"]
     failed = [r for _, r in pairs if r is not None and r["status"] == "failed"]

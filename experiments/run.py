@@ -110,15 +110,33 @@ def run_dir(cfg: DictConfig) -> Path:
     return runner.shard_dir(out, cfg.shard) if cfg.get("shard") else out
 
 
+def prerequisite_problems(cfg: DictConfig) -> list[str]:
+    """What would stop this run before its first query: the STaRK files of a non-demo graph, the key
+    of a paid backbone. Each problem says how to fix it; empty when the run can start."""
+    from ark import stark
+    from ark.dataset import raw_root
+
+    problems = []
+    graph = cfg.graph.name
+    if graph != "demo":
+        root = raw_root(cfg.paths.data)
+        if not all(p.exists() for p in [*stark.graph_files(graph, root), stark.qa_files(graph, root)["queries"]]):
+            problems.append(f"STaRK data for graph {graph!r} is missing under {root} "
+                            f"(fetch it with: {stark.fetch_command(graph, root)})")
+    if cfg.retriever.name == "ark":
+        backbone = instantiate(cfg.backbone)
+        env = backbone.key_env()
+        if backbone.provider in KEY_PROVIDERS and env and not os.environ.get(env):
+            problems.append(f"backbone {backbone.name!r} (provider {backbone.provider}) needs an API key: "
+                            f"export {env}=...  (or choose another backbone, e.g. backbone=local)")
+    return problems
+
+
 def check_prerequisites(cfg: DictConfig) -> None:
-    """Fail before any work when a paid backbone has no key (the message names the variable)."""
-    if cfg.retriever.name != "ark":
-        return
-    backbone = instantiate(cfg.backbone)
-    env = backbone.key_env()
-    if backbone.provider in KEY_PROVIDERS and env and not os.environ.get(env):
-        raise SystemExit(f"backbone {backbone.name!r} (provider {backbone.provider}) needs an API key: "
-                         f"export {env}=...  (or choose another backbone, e.g. backbone=local)")
+    """Fail before any work when `prerequisite_problems` finds any (the message names each fix)."""
+    problems = prerequisite_problems(cfg)
+    if problems:
+        raise SystemExit("the run cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 @contextlib.contextmanager
@@ -158,9 +176,9 @@ def run(cfg: DictConfig) -> dict:
     """Run (or resume) one evaluation run described by a composed config; returns its summary."""
     info = run_info(cfg)
     out = run_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
     _check_same_run(Path(cfg.out_dir), info)
     check_prerequisites(cfg)
+    out.mkdir(parents=True, exist_ok=True)
 
     job_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
     resolved = redact(OmegaConf.to_container(job_cfg, resolve=True))

@@ -15,7 +15,6 @@ difference.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,28 +26,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 def missing_prerequisites(overrides: list[str]) -> list[str]:
     """Problems that would stop the table1 sweep (empty when it can run)."""
-    from hydra.utils import instantiate
+    from experiments.run import compose, prerequisite_problems, sweep_points
 
-    from ark.dataset import raw_root
-    from experiments.run import compose, sweep_points
-
-    problems: list[str] = []
-    for point in sweep_points(["experiment=table1", *overrides]):
-        cfg = compose(point)
-        g = cfg.graph.name
-        if g != "demo":
-            root = raw_root(cfg.paths.data)
-            need = [root / "skb" / g / "processed", root / "qa" / g]
-            for p in need:
-                if not p.exists():
-                    problems.append(f"STaRK data for graph {g!r} is missing: {p} "
-                                    f"(fetch it with: python -m ark.stark download {g} --root {cfg.paths.data}/stark)")
-        if cfg.retriever.name == "ark":
-            backbone = instantiate(cfg.backbone)
-            env = backbone.key_env()
-            if backbone.provider in ("openai", "azure") and env and not os.environ.get(env):
-                problems.append(f"backbone {backbone.name!r} needs an API key: export {env}=...")
-    return sorted(set(problems))
+    return sorted({p for point in sweep_points(["experiment=table1", *overrides])
+                   for p in prerequisite_problems(compose(point))})
 
 
 def build(runs: Path, experiment: str, paper: Path, out: Path) -> list[Path]:

@@ -118,3 +118,17 @@ def test_shrunk_table1_on_demo_with_scripted_server(tmp_path, monkeypatch):
     mine = next(r for r in recs if r["method"].startswith("ARK + scripted") and r["metric"] == "mrr")
     assert float(mine["value"]) == pytest.approx(100 * ark["metrics"]["mrr"]["mean"], abs=1e-3)
     assert (out / "table1.tex").exists()
+
+
+def test_a_single_run_stops_before_work_with_each_fix(tmp_path, monkeypatch):
+    from experiments.run import compose, run
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg = compose([f"paths.data={tmp_path / 'nodata'}", "graph=prime", "backbone=gpt-4.1",
+                   f"paths.runs={tmp_path / 'runs'}"])
+    with pytest.raises(SystemExit) as ei:
+        run(cfg)
+    msg = str(ei.value)
+    assert f"python -m ark.stark download prime --root {tmp_path / 'nodata' / 'stark'}" in msg
+    assert "export OPENAI_API_KEY=" in msg
+    assert not (tmp_path / "runs").exists()                    # nothing ran
