@@ -16,6 +16,8 @@ Keys come from the environment only; they never appear in configs, reprs or logs
                        cache="data/cache/llm.sqlite")
     resp = await client.chat(messages, tools, agent_index=0)    # -> ChatResponse
     resp.tool_calls[0].name, resp.tool_calls[0].arguments        # raw JSON string
+    await client.aclose()   # before the event loop ends: releases the HTTP connections (the client
+                            # stays usable; `ARKRetriever.retrieve` and `run_queries` do this for you)
 
 Errors raised by ``chat`` (all subclass ``LLMError``):
 
