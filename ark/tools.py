@@ -19,8 +19,9 @@ and `ToolSet.call` then rejects them like any other unknown argument.
 (`ToolResult.error` set): malformed JSON, wrong or missing argument names, ids out of range, unknown
 type names (answered with the valid ones), a search query that is empty or only stopwords. What can be
 fixed up runs: ids as strings ("12" works); k out of range is clamped, and a neighbor query of only
-stopwords lists the neighbors in id order, each with a note in the observation. Empty lists for ``node_types``/``relations`` mean "no filter"; type names are
-matched exactly, then ignoring case and surrounding spaces.
+stopwords lists the neighbors in id order, each with a note in the observation. Empty lists for
+``node_types``/``relations`` mean "no filter"; type names are matched exactly, then ignoring case and
+surrounding spaces.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: 
     from ark.agent import AgentConfig
     from ark.dataset import load_graph, load_queries
     from ark.llm import BackboneConfig
-    from ark.runner import RunSettings, arun
+    from ark.runner import RunSettings, run_queries
     from ark.tools import ToolConfig
     from experiments.run import build_ark
 
@@ -99,15 +99,8 @@ def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: 
             retriever = StubRetriever(warm, 2 * latency_s)
         settings = RunSettings(out_dir=tmp / "run", concurrency=concurrency, progress=progress, n_boot=200)
 
-        async def go():
-            try:
-                return await arun(retriever, queries, settings, graph.candidate_ids)
-            finally:
-                if hasattr(retriever, "aclose"):
-                    await retriever.aclose()
-
         t0, cpu0 = time.perf_counter(), time.process_time()
-        summary = asyncio.run(go())
+        summary = run_queries(retriever, queries, settings, graph.candidate_ids)  # closes the retriever
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     finally:
         proc.terminate()
