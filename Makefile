@@ -44,7 +44,7 @@ install-distill: $(VENV)/.distill ## + transformers/peft/trl for distillation
 
 # --- the two set-up commands ------------------------------------------------------------------
 demo: $(VENV)/.local ## run ARK with the local model on the bundled demo graph
-	$(PY) -m ark.dataset demo
+	$(PY) -m ark build --graph demo
 	$(PY) scripts/demo.py
 
 test: $(VENV)/.core ## fast offline test tier

@@ -73,11 +73,12 @@ class BM25Retriever:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        raise SystemExit('usage: python -m ark.baselines <graph name> "query"')
-    from ark.dataset import cache_dir, load_graph
+        raise SystemExit('usage: python -m ark.baselines <graph name or tables folder> "query"')
+    from ark.cli import load_source
 
-    graph = load_graph(args[0])
-    retriever = BM25Retriever(graph, cache_dir(args[0]))
+    source = load_source(args[0])
+    graph = source.graph()
+    retriever = BM25Retriever(graph, source.cache_dir)
     for i in retriever.retrieve(args[1])[:10]:
         print(f"{i:>8}  [{graph.node_type_name(i)}] {graph.node_name(i)}")
 

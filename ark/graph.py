@@ -116,6 +116,7 @@ class KnowledgeGraph:
         self._type_index = {t: i for i, t in enumerate(self.node_type_names)}
         self._rel_index = {r: i for i, r in enumerate(self.relation_names)}
         self.meta = meta or {}
+        self._external_index: dict[str, int] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -132,11 +133,14 @@ class KnowledgeGraph:
         rel: Sequence[int] | np.ndarray,
         candidate_ids: Sequence[int] | np.ndarray | None = None,
         source_fingerprint: str = "",
+        external_ids: Sequence[str] | Sequence[int] | np.ndarray | None = None,
     ) -> "KnowledgeGraph":
         """Build a graph from stored directed edges ``src[i] -(rel[i])-> dst[i]``.
 
         ``candidate_ids`` defaults to every node. ``source_fingerprint`` identifies the raw data the
-        graph was built from, so a cache can tell when it is stale.
+        graph was built from, so a cache can tell when it is stale. ``external_ids`` are the ids the
+        nodes have in the source (all strings or all integers, unique); without them a node's
+        external id is its internal id.
         """
         node_types = np.asarray(node_types, dtype=np.int32)
         n = len(node_types)
@@ -182,8 +186,16 @@ class KnowledgeGraph:
         indptr = index2ptr(torch.from_numpy(owner_sorted), size=n).numpy().astype(np.int64)
         del owner_sorted
         cand = np.arange(n, dtype=np.int64) if candidate_ids is None else np.asarray(candidate_ids, dtype=np.int64)
-        table = pa.table({"name": pa.array(list(names), pa.large_string()), "text": pa.array(list(texts), pa.large_string())})
+        columns = {"name": _string_array(names), "text": _string_array(texts)}
         meta = {"num_stored_edges": int(e), "source_fingerprint": source_fingerprint}
+        if external_ids is not None:
+            ext = np.asarray(external_ids) if not isinstance(external_ids, pa.Array) else external_ids
+            if len(ext) != n:
+                raise ValueError(f"{n} nodes but {len(ext)} external ids")
+            is_int = isinstance(ext, np.ndarray) and np.issubdtype(ext.dtype, np.integer)
+            columns["external_id"] = pa.array(ext.astype(str) if is_int else ext, pa.large_string())
+            meta["external_id_type"] = "int" if is_int else "str"
+        table = pa.table(columns)
         return cls(name, list(node_type_names), list(relation_names), node_types, indptr, nbr_arr, rel_arr, out_arr, table, cand, meta)
 
     # ------------------------------------------------------------------ sizes and vocabularies
@@ -246,6 +258,35 @@ class KnowledgeGraph:
         batch = 65536
         for start in range(0, self.num_nodes, batch):
             yield from self._text_col.slice(start, batch).to_pylist()
+
+    # ------------------------------------------------------------------ external ids
+    @property
+    def has_external_ids(self) -> bool:
+        """True when the nodes carry ids of their own source (e.g. a tables graph's ``id`` column)."""
+        return "external_id" in self._texts.column_names
+
+    def external_id(self, i: int) -> str | int:
+        """The id node ``i`` has in its source (its internal id when the source had none)."""
+        i = self._check(i)
+        if not self.has_external_ids:
+            return i
+        value = self._texts.column("external_id")[i].as_py()
+        return int(value) if self.meta.get("external_id_type") == "int" else value
+
+    def node_index(self, external) -> int:
+        """The internal id of the node whose external id is ``external`` (KeyError if none)."""
+        if not self.has_external_ids:
+            try:
+                return self._check(int(external))
+            except (TypeError, ValueError, IndexError):
+                raise KeyError(f"no node with id {external!r}") from None
+        if self._external_index is None:
+            col = self._texts.column("external_id").to_pylist()
+            self._external_index = {v: i for i, v in enumerate(col)}
+        key = str(external)
+        if key not in self._external_index:
+            raise KeyError(f"no node with id {external!r}")
+        return self._external_index[key]
 
     # ------------------------------------------------------------------ adjacency
     def degree(self, v: int) -> int:
@@ -312,6 +353,7 @@ class KnowledgeGraph:
             "num_edges": self.num_edges,
             "source_fingerprint": self.meta.get("source_fingerprint", ""),
             "fingerprint": self.fingerprint,
+            "external_id_type": self.meta.get("external_id_type"),
             "files": checks,
         }
         tmp = d / "meta.json.tmp"
@@ -353,10 +395,50 @@ class KnowledgeGraph:
                 or len(arrays["nbr_type"]) != len(arrays["nbr"])):
             raise CacheError(f"graph cache {d} is inconsistent: sizes do not match meta.json")
         keep = {k: meta[k] for k in ("source_fingerprint", "fingerprint")}
+        if meta.get("external_id_type"):
+            keep["external_id_type"] = meta["external_id_type"]
         keep["num_stored_edges"] = meta["num_edges"]
         return cls(meta["name"], meta["node_type_names"], meta["relation_names"], arrays["node_types"],
                    arrays["indptr"], arrays["nbr"], arrays["rel"], arrays["out"], table,
                    arrays["candidate_ids"], keep, nbr_type=arrays["nbr_type"])
+
+    def stored_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The stored directed edges as ``(src, dst, relation id)`` arrays, grouped by source node."""
+        out = np.asarray(self._out)
+        owner = np.repeat(np.arange(self.num_nodes, dtype=np.int64), np.diff(np.asarray(self._indptr)))
+        return owner[out], np.asarray(self._nbr)[out].astype(np.int64), np.asarray(self._rel)[out].astype(np.int64)
+
+    def to_pyg(self):
+        """The graph as a torch-geometric ``HeteroData`` for GNN baselines: one node store per node
+        type (``num_nodes``, ``node_id``: the global ids of its nodes, in id order) and one edge store per
+        ``(src_type, relation, dst_type)`` with ``edge_index`` in the node stores' local ids, edges as
+        stored (directed). Documents stay in the graph (``graph.node_text(data[t].node_id[i])``)."""
+        import torch
+        from torch_geometric.data import HeteroData
+
+        types = np.asarray(self.node_types)
+        local = np.empty(self.num_nodes, dtype=np.int64)
+        data = HeteroData()
+        for t, tname in enumerate(self.node_type_names):
+            ids = np.flatnonzero(types == t)
+            local[ids] = np.arange(len(ids))
+            data[tname].node_id = torch.from_numpy(ids.astype(np.int64))
+            data[tname].num_nodes = len(ids)
+        src, dst, rel = self.stored_edges()
+        st, dt = types[src].astype(np.int64), types[dst].astype(np.int64)
+        nt, nr = len(self.node_type_names), max(len(self.relation_names), 1)
+        key = (st * nr + rel) * nt + dt
+        order = np.argsort(key, kind="stable")
+        key_sorted = key[order]
+        bounds = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1], True]) if len(key) else [0]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            k = int(key_sorted[a])
+            s_t, r, d_t = k // (nr * nt), (k // nt) % nr, k % nt
+            sel = order[a:b]
+            index = np.stack([local[src[sel]], local[dst[sel]]])
+            data[self.node_type_names[s_t], self.relation_names[r], self.node_type_names[d_t]].edge_index = \
+                torch.from_numpy(index)
+        return data
 
     def __repr__(self) -> str:
         return (f"KnowledgeGraph({self.name!r}, nodes={self.num_nodes}, edges={self.num_edges}, "
@@ -416,6 +498,13 @@ def group_neighbors(edges: NeighborEdges) -> tuple[np.ndarray, list[list[tuple[i
     outs = edges.outgoing.tolist()
     links = [list(zip(rels[a:b], outs[a:b])) for a, b in zip(starts.tolist(), ends.tolist())]
     return edges.nodes[starts], links
+
+
+def _string_array(values) -> pa.Array:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        return values.cast(pa.large_string())
+    return pa.array(list(values), pa.large_string())
 
 
 def _one_chunk(col: pa.ChunkedArray) -> pa.Array:

@@ -91,7 +91,7 @@ def check_name(name: str) -> str:
 def fetch_command(name: str, root: Path | str = DEFAULT_ROOT) -> str:
     """The shell command that puts the files of graph ``name`` under ``root``."""
     if name == "demo":
-        return f"python -m ark.dataset demo --root {Path(root).parent}"
+        return f"ark build --graph demo --root {Path(root).parent}"
     return f"python -m ark.stark download {name} --root {root}"
 
 

@@ -9,8 +9,9 @@
 `main` is a thin ``@hydra.main`` over `run(cfg)`, which tests call with a composed config. The run
 directory is ``results/runs/<experiment>/<graph>/<retriever>-<backbone>-<budget>-<ablation>/``;
 rerunning the same command resumes it (finished queries are skipped, failed ones retried, and the
-LLM cache answers the calls already made). The option files build their objects through the
-factories below (`GraphSource`, `build_ark`, `build_bm25`) with ``_target_``.
+LLM cache answers the calls already made). The option files build their objects with ``_target_``:
+``conf/graph/*.yaml`` a graph source of `ark.sources` (STaRK, demo, tables), ``conf/retriever/*.yaml``
+the factories below (`build_ark`, `build_bm25`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import logging
 import os
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,35 +36,6 @@ from ark.logger import redact
 log = logging.getLogger(__name__)
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 KEY_PROVIDERS = ("openai", "azure")
-
-
-@dataclass
-class GraphSource:
-    """A graph by name (one of ark.dataset.GRAPHS) and its queries; loaded on first use."""
-
-    name: str
-    root: str = "data"
-    _graph: Any = field(default=None, repr=False)
-    _queries: Any = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        from ark.dataset import check_graph_name
-
-        check_graph_name(self.name)
-
-    def graph(self):
-        if self._graph is None:
-            from ark.dataset import load_graph
-
-            self._graph = load_graph(self.name, Path(self.root))
-        return self._graph
-
-    def queries(self):
-        if self._queries is None:
-            from ark.dataset import load_queries
-
-            self._queries = load_queries(self.name, Path(self.root))
-        return self._queries
 
 
 def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index_cache: str | None = None):
@@ -110,19 +81,11 @@ def run_dir(cfg: DictConfig) -> Path:
     return runner.shard_dir(out, cfg.shard) if cfg.get("shard") else out
 
 
-def prerequisite_problems(cfg: DictConfig) -> list[str]:
-    """What would stop this run before its first query: the STaRK files of a non-demo graph, the key
-    of a paid backbone. Each problem says how to fix it; empty when the run can start."""
-    from ark import stark
-    from ark.dataset import raw_root
-
-    problems = []
-    graph = cfg.graph.name
-    if graph != "demo":
-        root = raw_root(cfg.paths.data)
-        if not all(p.exists() for p in [*stark.graph_files(graph, root), stark.qa_files(graph, root)["queries"]]):
-            problems.append(f"STaRK data for graph {graph!r} is missing under {root} "
-                            f"(fetch it with: {stark.fetch_command(graph, root)})")
+def prerequisite_problems(cfg: DictConfig, source=None) -> list[str]:
+    """What would stop this run before its first query: the input files of the graph source (e.g.
+    STaRK's), the key of a paid backbone. Each problem says how to fix it; empty when the run can start."""
+    source = instantiate(cfg.graph) if source is None else source
+    problems = list(source.problems())
     if cfg.retriever.name == "ark":
         backbone = instantiate(cfg.backbone)
         env = backbone.key_env()
@@ -132,9 +95,9 @@ def prerequisite_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
-def check_prerequisites(cfg: DictConfig) -> None:
+def check_prerequisites(cfg: DictConfig, source=None) -> None:
     """Fail before any work when `prerequisite_problems` finds any (the message names each fix)."""
-    problems = prerequisite_problems(cfg)
+    problems = prerequisite_problems(cfg, source)
     if problems:
         raise SystemExit("the run cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
 
@@ -177,7 +140,8 @@ def run(cfg: DictConfig) -> dict:
     info = run_info(cfg)
     out = run_dir(cfg)
     _check_same_run(Path(cfg.out_dir), info)
-    check_prerequisites(cfg)
+    source = instantiate(cfg.graph)
+    check_prerequisites(cfg, source)
     out.mkdir(parents=True, exist_ok=True)
 
     job_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
@@ -185,7 +149,6 @@ def run(cfg: DictConfig) -> dict:
     (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
     (Path(cfg.out_dir) / "run.json").write_text(json.dumps(info, indent=1))
 
-    source = instantiate(cfg.graph)
     graph = source.graph()
     queries = runner.select_queries(source.queries().split(cfg.split), cfg.limit, cfg.get("shard"))
     retriever = instantiate(cfg.retriever.build)(graph=graph)

@@ -41,10 +41,11 @@ def load(graph_name: str, root: str):
         g = toy_graph()
         names = g.names()
         return g, BM25Index.build(list(g.texts())), [f"{n} related" for n in names]
-    from ark.dataset import cache_dir, load_graph, load_queries
-    g = load_graph(graph_name, root)
-    index = load_index(g, cache_dir(graph_name, root))
-    qs = load_queries(graph_name, root)
+    from ark.sources import DemoSource
+    source = DemoSource(root)
+    g = source.graph()
+    index = load_index(g, source.cache_dir)
+    qs = source.queries()
     texts = [q.text for split in ("test", "val", "train") for q in qs.split(split)]
     return g, index, texts
 

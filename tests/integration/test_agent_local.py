@@ -42,12 +42,13 @@ def _toy():
 def setting():
     """(graph, index, question): the demo graph when it can be prepared, else the toy graph."""
     try:
-        from ark.dataset import cache_dir, load_graph, load_queries
+        from ark.sources import DemoSource
         from ark.text_index import load_index
 
         root = Path(os.environ.get("ARK_DATA_ROOT", ROOT / "data"))
-        graph = load_graph("demo", root)
-        return graph, load_index(graph, cache_dir("demo", root)), load_queries("demo", root).split("test")[0].text
+        source = DemoSource(root)
+        graph = source.graph()
+        return graph, load_index(graph, source.cache_dir), source.queries().split("test")[0].text
     except Exception as e:  # noqa: BLE001 - any failure of the demo build falls back to the toy graph
         print(f"\ndemo graph unavailable ({type(e).__name__}: {e}); using the toy graph")
         return _toy()

@@ -1,4 +1,4 @@
-"""The graph registry: name checks, cache reuse, stale and corrupted caches rebuilt, queries."""
+"""Graph sources: name checks, cache reuse, stale and corrupted caches rebuilt, queries."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from ark import dataset, stark
+from ark import stark
+from ark.sources import StarkSource
 from ark.graph import KnowledgeGraph
 from tests.data.stark_fixtures import build
 
@@ -30,15 +31,15 @@ def _count_reads(monkeypatch) -> list[str]:
 
 
 def test_unknown_graph_lists_valid_ones(root):
-    with pytest.raises(ValueError, match=r"unknown graph 'primekg'.*amazon, mag, prime, demo"):
-        dataset.load_graph("primekg", root)
+    with pytest.raises(ValueError, match=r"unknown STaRK graph 'primekg'.*amazon, mag, prime"):
+        StarkSource("primekg", root)
 
 
 @pytest.mark.parametrize("name", ["prime", "mag", "amazon"])
 def test_cache_is_built_once_then_reused(root, monkeypatch, name):
     reads = _count_reads(monkeypatch)
-    first = dataset.load_graph(name, root)
-    second = dataset.load_graph(name, root)
+    first = StarkSource(name, root).graph()
+    second = StarkSource(name, root).graph()
     assert reads == [name]
     assert (root / "cache" / name / "meta.json").exists()
     assert second.fingerprint == first.fingerprint and second.num_nodes == first.num_nodes
@@ -47,13 +48,13 @@ def test_cache_is_built_once_then_reused(root, monkeypatch, name):
 
 def test_corrupted_cache_is_rebuilt(root, monkeypatch):
     reads = _count_reads(monkeypatch)
-    g = dataset.load_graph("prime", root)
+    g = StarkSource("prime", root).graph()
     texts = [g.node_text(i) for i in range(g.num_nodes)]  # before the corruption reaches g's memory map
     path = root / "cache" / "prime" / "texts.arrow"
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
-    h = dataset.load_graph("prime", root)
+    h = StarkSource("prime", root).graph()
     assert reads == ["prime", "prime"]
     assert [h.node_text(i) for i in range(h.num_nodes)] == texts
     KnowledgeGraph.load(root / "cache" / "prime")  # valid again
@@ -61,21 +62,21 @@ def test_corrupted_cache_is_rebuilt(root, monkeypatch):
 
 def test_changed_raw_files_make_the_cache_stale(root, monkeypatch):
     reads = _count_reads(monkeypatch)
-    dataset.load_graph("mag", root)
+    StarkSource("mag", root).graph()
     raw = next((root / "stark" / "skb" / "mag" / "processed").glob("*.pt"))
     st = raw.stat()
     os.utime(raw, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    dataset.load_graph("mag", root)
+    StarkSource("mag", root).graph()
     assert reads == ["mag", "mag"]
 
 
 def test_missing_raw_files_name_the_fetch_command(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"ark\.stark download prime"):
-        dataset.load_graph("prime", tmp_path)
+        StarkSource("prime", tmp_path).graph()
 
 
 def test_queries_and_splits(root):
-    queries = dataset.load_queries("prime", root)
+    queries = StarkSource("prime", root).queries()
     assert "test" in queries.split_names()
     for split in ("train", "val", "test"):  # human_generated_eval has an id space of its own
         assert queries.split(split)
