@@ -11,7 +11,8 @@ A retriever is anything with ``async aretrieve(query: str, query_id) -> Retrieva
 * on restart skips every query already recorded as ``ok`` and retries those recorded as ``failed``
   (the LLM cache then answers the calls they had already made);
 * writes ``metrics.json`` (means + 95% bootstrap CIs, failures, tool-call shares, neighborhood-call
-  counts per trajectory, latency, tokens, cost), ``per_query.csv`` and ``trajectory_stats.csv``.
+  counts per trajectory, latency, tokens, cost, failure attribution), ``per_query.csv``,
+  ``trajectory_stats.csv`` and ``attribution.csv`` (`ark.attribution`; the files: `ark.rundir`).
   While failed or missing queries remain the summary says ``"complete": false`` unless
   ``count_failed_as_miss`` scores failures as misses.
 
@@ -36,13 +37,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ark import attribution
 from ark.metrics import MODES, CandidateSet, aggregate, as_candidates, evaluate, parse_metric
+# the run directory's files are named, documented and read in ark.rundir
+from ark.rundir import METRICS_FILE, PER_QUERY, PREDICTIONS, TRAJ_DIR, TRAJECTORY_STATS, read_predictions
+from ark.rundir import key as _key
+from ark.rundir import write_json_atomic as _write_json_atomic
 
-PREDICTIONS = "predictions.jsonl"
-METRICS_FILE = "metrics.json"
-PER_QUERY = "per_query.csv"
-TRAJECTORY_STATS = "trajectory_stats.csv"
-TRAJ_DIR = "trajectories"
 TOOLS = ("search_graph", "explore_neighbors")
 RUN_METRICS: tuple[str, ...] = ("hit@1", "hit@5", "hit@10", "recall@10", "recall@20", "mrr")
 SUCCESS_METRIC = "hit@5"   # what makes a trajectory "successful" in the paper's Figure 5
@@ -108,10 +109,6 @@ def select_queries(queries: Sequence, limit: int | None = None, shard=None) -> l
     return out
 
 
-def _key(qid) -> str:
-    return str(qid)
-
-
 def _repair_tail(path: Path) -> None:
     """Cut a partial last line (a kill mid-write) so the next append starts on a fresh line."""
     if not path.exists() or path.stat().st_size == 0:
@@ -127,27 +124,7 @@ def _repair_tail(path: Path) -> None:
 
 def load_predictions(run_dir: Path | str) -> dict[str, dict]:
     """query-id key -> latest record in ``predictions.jsonl`` (unreadable lines are skipped)."""
-    path = Path(run_dir) / PREDICTIONS
-    records: dict[str, dict] = {}
-    if not path.exists():
-        return records
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            records[_key(rec["query_id"])] = rec
-    return records
-
-
-def _write_json_atomic(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj), encoding="utf-8")
-    os.replace(tmp, path)
+    return read_predictions(Path(run_dir) / PREDICTIONS)
 
 
 class _Running:
@@ -412,6 +389,8 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
                               "count_failed_as_miss=true to score failures as misses")
     _write_csv(run_dir / PER_QUERY, per_query_rows(run_dir, queries, settings))
     _write_csv(run_dir / TRAJECTORY_STATS, traj_rows)
+    if (run_dir / PREDICTIONS).exists():
+        summary["attribution"] = attribution.write(run_dir, records=ok, update_metrics=False)
     return summary
 
 
