@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ark import rundir
+
 # "token" only as a whole word at the end ("token", "hf_token", "access-token"): "max_tokens" is a setting
 SECRET_PATTERN = re.compile(r"api[_-]?key|secret|password|authorization|bearer|(^|[_-])token$", re.IGNORECASE)
 SECRET_VALUE = re.compile(r"^(sk-[A-Za-z0-9_\-]{8,}|[A-Fa-f0-9]{40})$")
@@ -67,6 +69,9 @@ class NullLogger:
 
     def log_final(self, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
         """The run's summary (metrics.json), per-query rows and run directory."""
+
+    def log_comparison(self, diffs: Sequence[Any], reference: str) -> None:
+        """Paired differences against a reference run (`ark.compare`)."""
 
     def finish(self) -> None:
         """End the run."""
@@ -126,6 +131,12 @@ class WandbLogger(NullLogger):
             final[f"tool_share/{t}"] = share
         for k, v in summary.get("latency_s", {}).items():
             final[f"latency_s/{k}"] = v
+        attr = summary.get("attribution") or {}
+        for c, share in (attr.get("share") or {}).items():
+            final[f"attribution/{c}"] = share
+        for k in ("queries_any_gold_surfaced", "steps_to_first_gold_mean", "tokens_to_first_gold_mean"):
+            if attr.get(k) is not None:
+                final[f"attribution/{k}"] = attr[k]
         final.update({"n": summary.get("n"), "n_failed": summary.get("n_failed"),
                       "complete": summary.get("complete"), "tokens/total": summary.get("tokens", {}).get("total"),
                       "cost_usd": summary.get("cost_usd")})
@@ -135,16 +146,31 @@ class WandbLogger(NullLogger):
             cols = list(rows[0].keys())
             table = wandb.Table(columns=cols, data=[[r.get(c) for c in cols] for r in rows])
             self.run.log({"per_query": table})
+        run_dir = Path(run_dir)
+        attr_rows = _read_csv(run_dir / rundir.ATTRIBUTION)
+        if attr_rows:
+            cols = list(attr_rows[0])
+            self.run.log({"attribution": wandb.Table(columns=cols, data=[[r[c] for c in cols] for r in attr_rows])})
         if self.log_trajectories:
-            run_dir = Path(run_dir)
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"run-{self.run.name}")
             art = wandb.Artifact(name, type="trajectories", metadata={"n": summary.get("n")})
-            for f in ("predictions.jsonl", "metrics.json", "per_query.csv", "trajectory_stats.csv"):
+            for f in (rundir.PREDICTIONS, rundir.METRICS_FILE, rundir.PER_QUERY, rundir.TRAJECTORY_STATS,
+                      rundir.ATTRIBUTION):
                 if (run_dir / f).exists():
                     art.add_file(str(run_dir / f), name=f)
-            if (run_dir / "trajectories").is_dir() and any((run_dir / "trajectories").iterdir()):
-                art.add_dir(str(run_dir / "trajectories"), name="trajectories")
+            if (run_dir / rundir.TRAJ_DIR).is_dir() and any((run_dir / rundir.TRAJ_DIR).iterdir()):
+                art.add_dir(str(run_dir / rundir.TRAJ_DIR), name=rundir.TRAJ_DIR)
             self.run.log_artifact(art)
+
+    def log_comparison(self, diffs: Sequence[Any], reference: str) -> None:
+        """Paired differences of this run against ``reference`` (`ark.compare.PairedDiff` list) into the
+        summary: ``paired/<reference>/<metric>/{diff,ci_low,ci_high,p_value,significant}``."""
+        if self.run is None:
+            return
+        for d in diffs:
+            base = f"paired/{reference}/{d.metric}"
+            for k in ("diff", "ci_low", "ci_high", "p_value", "significant", "n"):
+                self.run.summary[f"{base}/{k}"] = getattr(d, k)
 
     def finish(self) -> None:
         if self.run is not None:
@@ -155,6 +181,15 @@ class WandbLogger(NullLogger):
     def run_dir(self) -> Path | None:
         """The local W&B run directory (``.../offline-run-*`` offline)."""
         return None if self.run is None else Path(self.run.dir).parent
+
+
+def _read_csv(path: Path) -> list[dict]:
+    import csv
+
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
 
 
 # --- reading an offline run back ---------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Table 1 from run directories: the paper's layout, its published numbers, ours, and the difference.
 
 Reads only files: ``results/paper/table1.csv`` (the paper's numbers, with the citation in its header)
-and, under ``<runs>/<experiment>/<graph>/<run_name>/``, each run's ``run.json`` (what was run) and
-``metrics.json`` (means and 95% CIs). No LLM, no graph. A run becomes an "ours" row under the paper
+and, under ``<runs>/<experiment>/<graph>/<run_name>/``, each run's identity and its means and 95% CIs
+through `ark.rundir.RunDir`. No LLM, no graph. A run becomes an "ours" row under the paper
 row it reproduces (BM25 -> BM25; ARK + GPT-4.1 -> "ARK"; ARK + GPT-4o -> "ARK + GPT-4o"; ARK + the
 Qwen3-8B student distilled on 6,000 queries -> "ARK distilled"; ARK rows need budget t20_n3 and the
 full toolset); any other run (e.g. the demo graph, another backbone) is listed under "Other runs".
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ark import rundir
 
 PAPER_GRAPHS = ("amazon", "mag", "prime")
 TABLE1_METRICS = ("hit@1", "recall@20", "mrr")
@@ -107,22 +108,23 @@ def paper_row_for(info: dict) -> str | None:
 
 
 def find_runs(runs_root: Path, experiment: str) -> list[RunResult]:
-    """Every run directory of ``experiment`` with a metrics.json (shards are not runs)."""
+    """Every run directory of ``experiment`` (``<runs_root>/<experiment>/<graph>/<run>``) with a
+    metrics.json, read through `ark.rundir.RunDir` (shards are not runs)."""
     out = []
     base = Path(runs_root) / experiment
-    for metrics_path in sorted(base.glob("*/*/metrics.json")):
-        d = metrics_path.parent
-        info_path = d / "run.json"
-        info = json.loads(info_path.read_text()) if info_path.exists() else \
-            json.loads(metrics_path.read_text()).get("run", {})
-        m = json.loads(metrics_path.read_text())
+    for metrics_path in sorted(base.glob(f"*/*/{rundir.METRICS_FILE}")):
+        if not rundir.is_run_dir(metrics_path.parent):
+            continue
+        run = rundir.RunDir(metrics_path.parent)
+        info = dict(run.info)
         if info.get("split") not in (None, "test"):
             info = {**info, "note": f"split {info.get('split')}"}
-        rr = RunResult(run_label(info), info, d, bool(m.get("complete")), m.get("n", 0), m.get("n_ok", 0))
-        graph = info.get("graph") or d.parent.name
-        rr.graph_runs[graph] = (d, rr.complete)
-        for name, v in m.get("metrics", {}).items():
-            rr.values[(graph, name)] = tuple(100 * v[k] for k in ("mean", "ci_low", "ci_high"))
+        m = run.metrics
+        rr = RunResult(run_label(info), info, run.path, run.complete, m.get("n", 0), m.get("n_ok", 0))
+        graph = info.get("graph") or run.path.parent.name
+        rr.graph_runs[graph] = (run.path, rr.complete)
+        for name, v in run.metric_cis().items():
+            rr.values[(graph, name)] = tuple(100 * x for x in v)
         out.append(rr)
     return out
 

@@ -1,6 +1,7 @@
 """The paper's figures and tables, drawn from run directories alone (no LLM calls).
 
-Loaders turn run directories (format: /work/contracts.md, "Run directory") into plain DataFrames;
+Loaders turn run directories (read through `ark.rundir.RunDir`, which documents their files) into
+plain DataFrames; ablation names and labels come from conf/ablation/*.yaml, tool names from ark.tools;
 one `*_data` function per figure/table turns those into the tidy numbers behind it, and one
 `plot_*` / `*_table` function turns the numbers into a matplotlib Figure or md/csv/tex text.
 `save_figure` writes <stem>.png, <stem>.pdf and <stem>.csv.
@@ -16,11 +17,14 @@ Run dirs may be given directly or as any parent folder (searched for predictions
 | fig5_neighbor_calls             | Figure 5     | per-agent tool_counts and agent_rankings       |
 | table2_ablation                 | Table 2      | runs with toolset ablations + results/paper/table2_ablation.csv |
 | fig4_backbones, table_backbones | Fig. 4, App. | runs per backbone + results/paper/backbones.csv |
+| fig_attribution                 | (ours)       | ark.attribution per run: where gold nodes were found or lost |
+
+Table 2 and the backbone table mark with `*` the differences from the full toolset / GPT-4.1 that a
+paired test over the same queries supports (ark.compare); their csv carries the paired numbers.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -32,115 +36,61 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from ark import attribution, compare, rundir, tools
+
 PAPER_DIR = Path(__file__).resolve().parent.parent / "results" / "paper"
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 LABELS = {"hit@1": "Hit@1", "hit@5": "Hit@5", "recall@20": "R@20", "mrr": "MRR",
           "latency_s": "Latency (s)"}
 GRAPH_ORDER = ("amazon", "mag", "prime", "demo")
-ABLATIONS = {"full": "Full", "no_neighbors": "w/o Neighbors",
-             "no_query": "Neighbors w/o q", "no_filter": "Neighbors w/o F"}
-SEARCH, NEIGHBORS = "search_graph", "explore_neighbors"
-_METRIC_ALIASES = {"r@20": "recall@20", "hit1": "hit@1", "hit5": "hit@5"}
+FULL = "full"   # the ablation every other toolset is compared with
+
+
+def ablation_labels(conf_dir: Path = CONF_DIR) -> dict[str, str]:
+    """{ablation name: label} from conf/ablation/*.yaml (``name`` and ``label`` of each option file),
+    the full toolset first."""
+    out = {}
+    for f in sorted(Path(conf_dir, "ablation").glob("*.yaml")):
+        d = yaml.safe_load(f.read_text()) or {}
+        out[d.get("name", f.stem)] = d.get("label", d.get("name", f.stem))
+    return dict(sorted(out.items(), key=lambda kv: kv[0] != FULL))
+
+
+ABLATIONS = ablation_labels()
+# Figure 3 splits calls into global ('text') and neighborhood ('relational') exploration: names from ark.tools
+SEARCH, NEIGHBORS = tools.SEARCH, tools.NEIGHBORS
 
 
 # ----------------------------------------------------------------------------------------- loaders
 def find_run_dirs(paths: Iterable[Path | str]) -> list[Path]:
     """Every run dir (a folder with predictions.jsonl) at or below the given paths, sorted."""
-    found: set[Path] = set()
-    for p in map(Path, paths):
-        if not p.exists():
-            raise FileNotFoundError(f"run dir or folder {str(p)!r} does not exist")
-        if (p / "predictions.jsonl").is_file():
-            found.add(p)
-        found.update(f.parent for f in p.rglob("predictions.jsonl"))
-    return sorted(found)
-
-
-def _find_key(obj, names: Sequence[str]):
-    """First value under any of `names` in a nested dict (depth-first), else None."""
-    if isinstance(obj, dict):
-        for n in names:
-            if n in obj and not isinstance(obj[n], (dict, list)):
-                return obj[n]
-        for v in obj.values():
-            found = _find_key(v, names)
-            if found is not None:
-                return found
-    return None
-
-
-def _group_name(cfg: dict, group: str):
-    v = cfg.get(group)
-    if isinstance(v, dict):
-        return v.get("name") or v.get("_name") or v.get("model")
-    return v
-
-
-def canonical_metric(name: str) -> str:
-    """'test/hit@1' -> 'hit@1', 'R@20' -> 'recall@20'."""
-    key = name.split("/")[-1].lower()
-    return _METRIC_ALIASES.get(key, key)
-
-
-def canonical_ablation(cfg: dict, name: str | None) -> str:
-    """Toolset setup from the ToolConfig flags in the config, else from the ablation name."""
-    flags = {k: _find_key(cfg, [k]) for k in ("neighbors", "neighbor_query", "type_filter")}
-    if all(isinstance(v, bool) for v in flags.values()):
-        if not flags["neighbors"]:
-            return "no_neighbors"
-        if not flags["neighbor_query"]:
-            return "no_query"
-        if not flags["type_filter"]:
-            return "no_filter"
-        return "full"
-    n = re.sub(r"[^a-z]", "", str(name or "full").lower())
-    for key, pats in {"no_neighbors": ("noneighbors", "woneighbors", "withoutneighbors"),
-                      "no_query": ("noquery", "noq", "woq", "noneighborquery", "noqueryrank"),
-                      "no_filter": ("nofilter", "nof", "wof", "notypefilter")}.items():
-        if n in pats:
-            return key
-    return "full" if n in ("full", "none", "default", "") else n
+    return rundir.find_run_dirs(paths)
 
 
 def read_predictions(run_dir: Path) -> list[dict]:
-    with open(Path(run_dir) / "predictions.jsonl") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return rundir.RunDir(run_dir).records()
 
 
 def load_runs(run_dirs: Iterable[Path | str]) -> pd.DataFrame:
-    """One row per run: graph, experiment, retriever, backbone, t_max, n_agents, ablation,
-    n, n_failed, complete, hit@1, hit@5, recall@20, mrr (means in [0, 1]), latency_s (mean)."""
+    """One row per run: graph, experiment, retriever, backbone, t_max, n_agents, ablation (the names
+    in run.json / the config, read through ark.rundir.RunDir), n, n_failed, complete, hit@1, hit@5,
+    recall@20, mrr (means in [0, 1]), latency_s (mean)."""
     rows = []
     for d in map(Path, run_dirs):
-        cfg_file = d / "config.yaml"
-        cfg = (yaml.safe_load(cfg_file.read_text()) or {}) if cfg_file.exists() else {}
-        mfile = d / "metrics.json"
-        mj = json.loads(mfile.read_text()) if mfile.exists() else {}
-        preds = read_predictions(d)
-        # the run's identity: metrics.json["run"] / run.json (experiments/run.py), else config, else path
-        info = dict(mj.get("run") or {})
-        for f in (d / "run.json", d.parent / "run.json"):
-            if not info and f.is_file():
-                info = json.loads(f.read_text())
-        get = lambda k, fallback: info[k] if info.get(k) is not None else fallback  # noqa: E731
-        row = {"run_dir": str(d),
-               "experiment": get("experiment", _find_key(cfg, ["experiment_name"]) or
-                                 (cfg.get("experiment") if isinstance(cfg.get("experiment"), str) else None)
-                                 or d.parent.parent.name),
-               "graph": str(get("graph", _group_name(cfg, "graph") or d.parent.name)).lower(),
-               "retriever": str(get("retriever", _group_name(cfg, "retriever") or d.name.split("-")[0])).lower(),
-               "backbone": get("backbone", _group_name(cfg, "backbone")),
-               "t_max": get("t_max", _find_key(cfg, ["max_steps", "t_max", "T_max", "tmax"])),
-               "n_agents": get("n_agents", _find_key(cfg, ["n_agents", "num_agents", "agents"])),
-               "ablation": canonical_ablation(cfg, get("ablation", _group_name(cfg, "ablation"))),
+        run = rundir.RunDir(d)
+        info, mj = run.info, run.metrics
+        preds = run.records()
+        row = {"run_dir": str(d), "experiment": info["experiment"], "graph": str(info["graph"]).lower(),
+               "retriever": str(info["retriever"]).lower(), "backbone": info.get("backbone"),
+               "t_max": info.get("t_max"), "n_agents": info.get("n_agents"),
+               "ablation": info.get("ablation") or (FULL if info["retriever"] == "ark" else None),
                "n": mj.get("n", len(preds)),
-               "n_failed": mj.get("n_failed", sum(p.get("status") != "ok" for p in preds)),
+               "n_failed": mj.get("n_failed", sum(rundir.status(p) != "ok" for p in preds)),
                "complete": mj.get("complete", True)}
-        means = {canonical_metric(k): v.get("mean") if isinstance(v, dict) else v
-                 for k, v in (mj.get("metrics") or {}).items()}
+        means = run.metric_means()
         for m in METRICS:
-            vals = [p.get("metrics", {}).get(m, 0.0) or 0.0 for p in preds]
-            row[m] = means.get(m, float(np.mean(vals)) if vals else np.nan)
+            row[m] = means.get(m, np.nan)
         lat = mj.get("latency_s")
         if isinstance(lat, dict) and "mean" in lat:
             row["latency_s"] = lat["mean"]
@@ -151,13 +101,10 @@ def load_runs(run_dirs: Iterable[Path | str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _tool_counts_from_trajectories(run_dir: Path, pred: dict) -> list[dict]:
+def _tool_counts_from_trajectories(run: rundir.RunDir, pred: dict) -> list[dict]:
     """Fallback when predictions lack tool_counts: count tool calls in the trajectory file."""
-    f = run_dir / pred.get("trajectory_file", f"trajectories/{pred['query_id']}.json")
-    if not f.exists():
-        return []
     out = []
-    for t in json.loads(f.read_text()):
+    for t in run.trajectories(pred):
         c: dict[str, int] = {}
         for step in t.get("steps", []):
             for call in step.get("tool_calls", []):
@@ -175,26 +122,25 @@ def load_trajectories(run_dirs: Iterable[Path | str], runs: pd.DataFrame | None 
     graph_of = dict(zip(runs["run_dir"], runs["graph"]))
     rows = []
     for d in run_dirs:
-        stats = d / "trajectory_stats.csv"
+        stats = d / rundir.TRAJECTORY_STATS
         if stats.is_file() and stats.stat().st_size > 0:
             # the runner's own per-agent scoring (candidate-filtered, as the run's metrics)
             t = pd.read_csv(stats)
             if len(t):
                 rows += [{"graph": graph_of[str(d)], "run_dir": str(d), "query_id": r.query_id,
-                          "agent_index": int(r.agent_index), "search_calls": int(r.search_graph),
-                          "neighbor_calls": int(r.explore_neighbors), "hit5": bool(r["agent_hit@5"] > 0)}
+                          "agent_index": int(r.agent_index), "search_calls": int(r[SEARCH]),
+                          "neighbor_calls": int(r[NEIGHBORS]), "hit5": bool(r["agent_hit@5"] > 0)}
                          for _, r in t.iterrows()]
             continue
-        for p in read_predictions(d):
-            if p.get("status", "ok") != "ok":
-                continue
-            counts = p.get("tool_counts") or _tool_counts_from_trajectories(d, p)
-            rankings = p.get("agent_rankings") or []
-            gold = set(p.get("gold") or [])
+        run = rundir.RunDir(d)
+        for p in run.records("ok"):
+            counts = rundir.tool_counts(p) or _tool_counts_from_trajectories(run, p)
+            rankings = rundir.agent_rankings(p)
+            gold = set(rundir.gold(p))
             for a, c in enumerate(counts):
                 own = rankings[a] if a < len(rankings) else None
                 hit = bool(gold & set(own[:5])) if own is not None else \
-                    bool(p.get("metrics", {}).get("hit@5", 0))
+                    bool(rundir.query_metrics(p).get("hit@5", 0))
                 rows.append({"graph": graph_of[str(d)], "run_dir": str(d), "query_id": p["query_id"],
                              "agent_index": a, "search_calls": int(c.get(SEARCH, 0)),
                              "neighbor_calls": int(c.get(NEIGHBORS, 0)), "hit5": hit})
@@ -370,19 +316,54 @@ def _compare(ours: pd.DataFrame, paper: pd.DataFrame, key: str) -> pd.DataFrame:
     return out
 
 
-def ablation_data(runs: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Rows (setup, graph, metric, ours, paper, delta) for Hit@1 and R@20, in %, one per
+PAIRED_COLUMNS = ["reference", "paired_diff", "paired_ci_low", "paired_ci_high", "p_value", "significant"]
+
+
+def paired_data(r: pd.DataFrame, key: str, reference: str, metrics: Sequence[str], test: str = "wilcoxon"
+                ) -> pd.DataFrame:
+    """Rows (key, graph, metric, reference, paired_diff, paired_ci_low, paired_ci_high [in %], p_value,
+    significant) for every run of ``r`` against the run whose ``key`` is ``reference`` on the same
+    graph (ark.compare: paired bootstrap interval, paired test over their common queries). Runs over
+    other queries than the reference get no row."""
+    rows = []
+    for g, runs_g in r.groupby("graph"):
+        ref = runs_g[runs_g[key] == reference]
+        if ref.empty:
+            continue
+        ref_dir = ref["run_dir"].iloc[0]
+        for _, x in runs_g[runs_g[key] != reference].iterrows():
+            try:
+                diffs = compare.compare_runs(x["run_dir"], ref_dir, metrics, test=test)
+            except ValueError:
+                continue
+            rows += [{key: x[key], "graph": g, "metric": d.metric, "reference": reference,
+                      "paired_diff": 100 * d.diff, "paired_ci_low": 100 * d.ci_low,
+                      "paired_ci_high": 100 * d.ci_high, "p_value": d.p_value, "significant": d.significant}
+                     for d in diffs if d.n]
+    return pd.DataFrame(rows, columns=[key, "graph", "metric", *PAIRED_COLUMNS])
+
+
+def _with_paired(out: pd.DataFrame, paired: pd.DataFrame, key: str) -> pd.DataFrame:
+    out = out.merge(paired, on=[key, "graph", "metric"], how="left")
+    out["significant"] = out["significant"].astype("boolean").fillna(False).astype(bool)
+    return out
+
+
+def ablation_data(runs: pd.DataFrame, paper: pd.DataFrame | None = None, reference: str = FULL) -> pd.DataFrame:
+    """Rows (setup, graph, metric, ours, paper, delta, and the paired comparison with the
+    ``reference`` setup's run on the same graph: see `paired_data`) for Hit@1 and R@20, in %, one per
     toolset setup; with several runs of one setup on a graph, the one with most queries."""
-    r = runs[(runs["retriever"] == "ark") & runs["ablation"].isin(ABLATIONS)]
+    metrics = ["hit@1", "recall@20"]
+    r = runs[(runs["retriever"] == "ark") & runs["ablation"].notna()]
     if "experiment" in r and (r["experiment"] == "ablation").any():
         r = r[r["experiment"] == "ablation"]
     r = r.sort_values("n").groupby(["ablation", "graph"]).tail(1)
-    ours = r.melt(id_vars=["ablation", "graph"], value_vars=["hit@1", "recall@20"],
+    ours = r.melt(id_vars=["ablation", "graph"], value_vars=metrics,
                   var_name="metric", value_name="ours").rename(columns={"ablation": "setup"})
     ours["ours"] = 100 * ours["ours"]
-    if paper is None:
-        return ours.assign(paper=np.nan, delta=np.nan)
-    return _compare(ours, paper, "setup")
+    out = ours.assign(paper=np.nan, delta=np.nan) if paper is None else _compare(ours, paper, "setup")
+    paired = paired_data(r.rename(columns={"ablation": "setup"}), "setup", reference, metrics)
+    return _with_paired(out, paired, "setup")
 
 
 _BACKBONE_NOISE = {"distilled", "distill", "sft", "instruct", "lora", "ark", "student"}
@@ -394,10 +375,12 @@ def backbone_key(name: str) -> str:
     return "".join(t for t in tokens if t not in _BACKBONE_NOISE)
 
 
-def backbone_data(runs: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Rows (backbone, graph, metric, ours, paper, delta) in %, for Hit@1, Hit@5, R@20, MRR of ARK
-    runs with the full toolset; runs of the same backbone/graph: the one with most queries."""
-    r = runs[(runs["retriever"] == "ark") & (runs["ablation"] == "full")].dropna(subset=["backbone"])
+def backbone_data(runs: pd.DataFrame, paper: pd.DataFrame | None = None, reference: str = "gpt-4.1"
+                  ) -> pd.DataFrame:
+    """Rows (backbone, graph, metric, ours, paper, delta, and the paired comparison with the
+    ``reference`` backbone's run on the same graph: see `paired_data`) in %, for Hit@1, Hit@5, R@20,
+    MRR of ARK runs with the full toolset; runs of the same backbone/graph: the one with most queries."""
+    r = runs[(runs["retriever"] == "ark") & (runs["ablation"] == FULL)].dropna(subset=["backbone"])
     r = r.assign(key=r["backbone"].map(backbone_key))
     if "t_max" in r and r["t_max"].notna().any():   # the paper's operating point when present
         pref = r[(r["t_max"] == 20) & (r["n_agents"] == 3)]
@@ -418,7 +401,10 @@ def backbone_data(runs: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.D
     out["backbone"] = out["key"].map(names)
     out["order"] = out["key"].map(order.index)
     out = out.sort_values(["order", "graph", "metric"], kind="stable")
-    return out[["backbone", "graph", "metric", "ours", "paper", "delta"]].reset_index(drop=True)
+    ref_key = backbone_key(reference)
+    out = _with_paired(out, paired_data(r, "key", ref_key, list(METRICS)), "key")
+    out["reference"] = out["reference"].map(lambda k: names.get(k, reference) if isinstance(k, str) else k)
+    return out[["backbone", "graph", "metric", "ours", "paper", "delta", *PAIRED_COLUMNS]].reset_index(drop=True)
 
 
 def comparison_table(data: pd.DataFrame, row: str, metrics: Sequence[str],
@@ -430,6 +416,9 @@ def comparison_table(data: pd.DataFrame, row: str, metrics: Sequence[str],
     rows = list(row_order or dict.fromkeys(data[row]))
     rows = [x for x in rows if x in set(data[row])]
     cell = {(r[row], r["graph"], r["metric"]): (r["ours"], r["paper"]) for _, r in data.iterrows()}
+    sig = {(r[row], r["graph"], r["metric"]) for _, r in data.iterrows()
+           if "significant" in data and bool(r["significant"])}
+    refs = sorted({str((row_labels or {}).get(x, x)) for x in data.get("reference", pd.Series(dtype=object)).dropna()})
     head = [row.capitalize()] + [f"{g.upper()} {LABELS[m]}" for g in graphs for m in metrics]
     body = []
     for x in rows:
@@ -437,23 +426,29 @@ def comparison_table(data: pd.DataFrame, row: str, metrics: Sequence[str],
         for g in graphs:
             for m in metrics:
                 o, p = cell.get((x, g, m), (np.nan, np.nan))
-                cells.append(f"{_fmt(o)} ({_fmt(p)})")
+                mark = "*" if (x, g, m) in sig else ""
+                cells.append(f"{_fmt(o)}{mark} ({_fmt(p)})")
         body.append([(row_labels or {}).get(x, x)] + cells)
     md = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     md += ["| " + " | ".join(b) + " |" for b in body]
     md.append("\nCells: ours (paper), in %. – = not run / not reported.")
+    if refs:
+        md.append(f"`*`: differs from {', '.join(refs)} on the same queries (paired Wilcoxon signed-rank test, "
+                  "p < 0.05); the paired differences, their 95% bootstrap intervals and p-values are in the csv.")
     ncol = len(metrics)
     tex = ["\\begin{tabular}{l" + "c" * (len(head) - 1) + "}", "\\toprule",
            " & " + " & ".join(f"\\multicolumn{{{ncol}}}{{c}}{{{g.upper()}}}" for g in graphs) + " \\\\",
            row.capitalize() + " & " + " & ".join(LABELS[m] for _ in graphs for m in metrics) + " \\\\",
            "\\midrule"]
     tex += [" & ".join(b).replace("%", "\\%").replace("_", "\\_") + " \\\\" for b in body]
-    tex += ["\\bottomrule", "\\end{tabular}", "% cells: ours (paper), in %"]
+    tex += ["\\bottomrule", "\\end{tabular}", "% cells: ours (paper), in %"
+            + (f"; * paired Wilcoxon p < 0.05 against {', '.join(refs)}" if refs else "")]
     return {"md": "\n".join(md) + "\n", "csv": data.to_csv(index=False), "tex": "\n".join(tex) + "\n"}
 
 
 def plot_backbones(data: pd.DataFrame) -> plt.Figure:
-    """Graphs x metrics grid of bars per backbone: ours solid, the paper's hatched beside it."""
+    """Graphs x metrics grid of bars per backbone: ours solid, the paper's hatched beside it; `*` over
+    ours where the paired difference with the reference backbone is significant."""
     graphs = _graph_sort(data["graph"])
     metrics = [m for m in METRICS if m in set(data["metric"])]
     backbones = list(dict.fromkeys(data["backbone"]))
@@ -466,11 +461,76 @@ def plot_backbones(data: pd.DataFrame) -> plt.Figure:
             ax = axes[i][j]
             d = data[(data.graph == g) & (data.metric == m)].set_index("backbone").reindex(backbones)
             ax.bar(xs - 0.2, d["ours"].fillna(0), 0.4, color="#4C72B0", label="ours")
+            if "significant" in d:   # paired difference with the reference backbone holds
+                for x, (o, flag) in enumerate(zip(d["ours"].fillna(0), d["significant"].fillna(False))):
+                    if flag:
+                        ax.text(x - 0.2, o, "*", ha="center", va="bottom", fontsize=10)
             ax.bar(xs + 0.2, d["paper"].fillna(0), 0.4, color="#BBBBBB", hatch="//", label="paper")
             ax.set_xticks(xs, backbones, rotation=60, ha="right", fontsize=7)
             ax.set_title(f"{g.upper()} · {LABELS[m]}", fontsize=9)
             if i == 0 and j == 0:
                 ax.legend(fontsize=7)
+    return fig
+
+
+# ------------------------------------------------------------------ failure attribution (ours)
+def run_label(row) -> str:
+    """A run's name in figures: BM25, or backbone · ablation label · budget for ARK."""
+    if row["retriever"] != "ark":
+        return str(row["retriever"]).upper()
+    parts = [str(row["backbone"]), ABLATIONS.get(row["ablation"], str(row["ablation"]))]
+    if row.get("t_max") is not None and row.get("n_agents") is not None and not pd.isna(row["t_max"]):
+        parts.append(f"T={int(row['t_max'])}, n={int(row['n_agents'])}")
+    return " · ".join(parts)
+
+
+def attribution_data(runs: pd.DataFrame) -> pd.DataFrame:
+    """Rows (graph, experiment, retriever, backbone, ablation, run, class, count, share, run_dir): for
+    each run, how many of its gold nodes fall in each class of ark.attribution (share of all gold;
+    metrics.json["attribution"] when the runner wrote it, else computed from the trajectories)."""
+    rows = []
+    for _, r in runs.iterrows():
+        run = rundir.RunDir(r["run_dir"])
+        summary = run.metrics.get("attribution") or attribution.summarize(attribution.attribute_run(run))
+        for c in attribution.CLASSES:
+            rows.append({"graph": r["graph"], "experiment": r["experiment"], "retriever": r["retriever"],
+                         "backbone": r["backbone"], "ablation": r["ablation"], "run": run_label(r),
+                         "class": c, "count": summary["counts"].get(c, 0),
+                         "share": summary["share"].get(c, 0.0), "run_dir": r["run_dir"]})
+    cols = ["graph", "experiment", "retriever", "backbone", "ablation", "run", "class", "count", "share", "run_dir"]
+    out = pd.DataFrame(rows, columns=cols)
+    # two runs with one label on a graph (the same setting in two experiments): name the experiment too
+    dup = out.groupby(["graph", "run"])["run_dir"].transform("nunique") > 1
+    out.loc[dup, "run"] = out.loc[dup, "run"] + " (" + out.loc[dup, "experiment"].astype(str) + ")"
+    return out
+
+
+ATTRIBUTION_COLORS = {"retrieved": "#55A868", "beyond_top": "#8172B2", "selected_fused_out": "#C8A2C8",
+                      "surfaced_not_selected": "#DD8452", "never_surfaced": "#C44E52"}
+
+
+def plot_attribution(data: pd.DataFrame) -> plt.Figure:
+    """One panel per graph: a stacked bar per run (ablation, backbone, budget), the share of its gold
+    nodes in each attribution class, retrieved at the bottom."""
+    graphs = _graph_sort(data["graph"])
+    n_runs = max(data[data.graph == g]["run"].nunique() for g in graphs)
+    fig, axes = plt.subplots(1, len(graphs), squeeze=False, sharey=True,
+                             figsize=(1.5 + (0.5 * n_runs + 0.8) * len(graphs), 4.2), constrained_layout=True)
+    for ax, g in zip(axes[0], graphs):
+        d = data[data.graph == g]
+        names = list(dict.fromkeys(d["run"]))
+        bottom = np.zeros(len(names))
+        for c in attribution.CLASSES:
+            v = d[d["class"] == c].set_index("run")["share"].reindex(names).fillna(0).to_numpy()
+            ax.bar(range(len(names)), v, 0.7, bottom=bottom, color=ATTRIBUTION_COLORS[c],
+                   label=attribution.CLASS_LABEL[c])
+            bottom += v
+        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
+        ax.set_title(g.upper(), fontsize=10)
+        ax.set_ylim(0, 1)
+    axes[0][0].set_ylabel("share of gold nodes")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    axes[0][-1].legend(handles[::-1], labels[::-1], fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     return fig
 
 
@@ -557,6 +617,11 @@ def make_all(run_dirs: Sequence[Path | str], out_dir: Path | str,
         written["fig4_backbones"] = save_figure(plot_backbones(bb), bb, out_dir, "fig4_backbones")
     else:
         log("fig4_backbones: skipped (no ARK run with a backbone in its config)")
+    attr = attribution_data(runs)
+    if attr["count"].sum() > 0:
+        written["fig_attribution"] = save_figure(plot_attribution(attr), attr, out_dir, "fig_attribution")
+    else:
+        log("fig_attribution: skipped (no scored gold nodes)")
     for name, paths in written.items():
         log(f"{name}: " + ", ".join(str(p) for p in paths.values()))
     return written

@@ -1,12 +1,14 @@
 """Self-contained HTML trajectory viewer for one run directory (no network, inline JS/CSS).
 
-Left: every query with status and metrics (filterable, click to open). Right: the chosen query's
-gold ids, the fused ranking with gold hits highlighted, then each agent's steps: tool, arguments,
-observation, node ids shown/selected, LLM and tool latency, tokens, the model's mistakes.
+Left: every query with status, metrics and the failure class of each gold node (filterable, click to
+open). Right: the chosen query's gold ids, where each was found or lost (ark.attribution: first step,
+agent, tool and rank; selected position; fused position; class), the fused ranking with gold hits
+highlighted, then each agent's steps: tool, arguments, observation (gold ids highlighted where they
+appear), node ids shown/selected, LLM and tool latency, tokens, the model's mistakes.
 
     python -m experiments.viewer results/runs/<experiment>/<graph>/<run> --out viewer.html
 
-Reads predictions.jsonl and trajectories/<qid>.json (Trajectory.to_json() list, ark/trajectory.py).
+Reads the run directory through ark.rundir.RunDir (predictions.jsonl, trajectories/<qid>.json).
 Large runs: --limit keeps the first N queries, --max-observation-chars trims each observation.
 """
 from __future__ import annotations
@@ -15,10 +17,11 @@ import argparse
 import html
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
-import yaml
+from ark import attribution, rundir
 
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 
@@ -60,35 +63,32 @@ def _steps(traj: dict, max_chars: int) -> list[dict]:
 
 
 def build_view(run_dir: Path | str, limit: int | None = None, max_observation_chars: int = 4000) -> dict:
-    """Everything the page shows, as plain JSON-able data."""
-    run_dir = Path(run_dir)
-    pfile = run_dir / "predictions.jsonl"
-    if not pfile.is_file():
-        raise FileNotFoundError(f"{run_dir} is not a run dir: no predictions.jsonl "
-                                f"(expected results/runs/<experiment>/<graph>/<run>/)")
-    preds = [json.loads(line) for line in pfile.read_text().splitlines() if line.strip()]
+    """Everything the page shows, as plain JSON-able data (read through ark.rundir.RunDir; each ok
+    query also carries its failure attribution, ark.attribution)."""
+    run = rundir.RunDir(run_dir)
+    preds = run.records()
     preds = preds[:limit] if limit else preds
+    _, tie_break = run.fusion_settings()
     queries = []
     for p in preds:
-        tfile = run_dir / (p.get("trajectory_file") or f"trajectories/{p['query_id']}.json")
-        trajs = json.loads(tfile.read_text()) if tfile.is_file() else []
+        trajs = run.trajectories(p)
+        counts = rundir.tool_counts(p)
+        attr = []
+        if rundir.status(p) == "ok":
+            qa = attribution.attribute_record(p, trajs, tie_break=tie_break)
+            attr = [{**asdict(g), "label": attribution.CLASS_LABEL[g.cls]} for g in qa.golds]
         queries.append({
-            "query_id": p["query_id"], "query": p.get("query", ""), "status": p.get("status", "ok"),
-            "error": p.get("error"), "metrics": {k: (p.get("metrics") or {}).get(k) for k in METRICS},
+            "query_id": p["query_id"], "query": p.get("query", ""), "status": rundir.status(p),
+            "error": p.get("error"), "metrics": {k: rundir.query_metrics(p).get(k) for k in METRICS},
             "latency_s": p.get("latency_s"), "prompt_tokens": p.get("prompt_tokens"),
             "completion_tokens": p.get("completion_tokens"), "cost_usd": p.get("cost_usd"),
-            "gold": p.get("gold") or [], "ranking": p.get("ranking") or [],
+            "gold": rundir.gold(p), "ranking": rundir.ranking(p), "attribution": attr,
             "agents": [{"agent_index": t.get("agent_index", i), "stop_reason": t.get("stop_reason"),
                         "error": t.get("error"), "selected": t.get("selected") or [],
-                        "tool_counts": (p.get("tool_counts") or [{}] * (i + 1))[i]
-                        if i < len(p.get("tool_counts") or []) else {},
+                        "tool_counts": counts[i] if i < len(counts) else {},
                         "steps": _steps(t, max_observation_chars)}
                        for i, t in enumerate(trajs)]})
-    cfg_file, m_file = run_dir / "config.yaml", run_dir / "metrics.json"
-    return {"run": str(run_dir),
-            "config": yaml.safe_load(cfg_file.read_text()) if cfg_file.is_file() else {},
-            "summary": json.loads(m_file.read_text()) if m_file.is_file() else {},
-            "queries": queries}
+    return {"run": str(run.path), "config": run.config, "summary": run.metrics, "queries": queries}
 
 
 _CSS = """
@@ -102,19 +102,50 @@ tr.failed td{color:#a00}.num{text-align:right;font-variant-numeric:tabular-nums}
 .node.gold{background:#74c69d;font-weight:bold}.agent{border:1px solid #ccc;border-radius:4px;margin:10px 0;padding:6px}
 pre{white-space:pre-wrap;margin:0;font-size:12px;max-height:300px;overflow:auto;background:#fafafa}
 .err{color:#a00}.tool{font-weight:bold;font-family:monospace}.muted{color:#777}
+mark.gold{background:#74c69d;font-weight:bold}.cls{font-size:11px;padding:0 3px;border-radius:3px;margin:1px;
+display:inline-block}.cls-retrieved{background:#d8f3dc}.cls-never_surfaced{background:#f8d7da}
+.cls-surfaced_not_selected{background:#ffe8a3}.cls-selected_fused_out{background:#e2d4f0}.cls-beyond_top{background:#cfe2ff}
 """
 
 _JS = r"""
 const D = JSON.parse(document.getElementById('data').textContent);
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) { if (k === 'class') e.className = v; else e.setAttribute(k, v); }
+  for (const [k, v] of Object.entries(attrs || {})) { if (v == null) continue; if (k === 'class') e.className = v; else e.setAttribute(k, v); }
   for (const k of kids.flat()) e.append(k instanceof Node ? k : document.createTextNode(k == null ? '' : String(k)));
   return e;
 }
 const fmt = v => (v == null ? '–' : (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : String(v)));
 function nodes(ids, gold) {
   return el('span', {}, (ids || []).map(i => el('span', {class: 'node' + (gold.has(i) ? ' gold' : ''), 'data-node': i}, i)));
+}
+function marked(text, gold) {
+  // the observation as text nodes, with every "[id]" of a gold node wrapped in <mark class="gold">
+  const box = el('pre', {});
+  const re = /\[(\d+)\]/g;
+  let last = 0, m;
+  while ((m = re.exec(text || '')) !== null) {
+    if (!gold.has(Number(m[1]))) continue;
+    box.append(text.slice(last, m.index), el('mark', {class: 'gold', 'data-node': m[1]}, m[0]));
+    last = m.index + m[0].length;
+  }
+  box.append((text || '').slice(last));
+  return box;
+}
+function classes(q) {
+  return el('span', {}, (q.attribution || []).map(a => el('span', {class: 'cls cls-' + a.cls, title: a.label}, a.gold + ': ' + a.label)));
+}
+function attributionTable(q) {
+  const t = el('table', {id: 'attribution'}, el('tr', {}, ['gold', 'class', 'first shown (step · agent · tool · rank)',
+    'selected (agent · position)', 'fused position'].map(h => el('th', {}, h))));
+  for (const a of q.attribution || []) {
+    t.append(el('tr', {class: 'gold-row', 'data-gold': a.gold, 'data-cls': a.cls},
+      el('td', {}, el('span', {class: 'node gold'}, a.gold)), el('td', {}, el('span', {class: 'cls cls-' + a.cls}, a.label)),
+      el('td', {}, a.first_step == null ? '–' : `step ${a.first_step} · agent ${a.first_agent} · ${a.first_tool} · rank ${a.first_rank}`),
+      el('td', {}, a.selected ? `agent ${a.selected_agent} · ${a.selected_position}` : '–'),
+      el('td', {}, a.fused_position == null ? '–' : String(a.fused_position) + (a.cut_by_truncation ? ' (cut)' : ''))));
+  }
+  return t;
 }
 function args(a, gold) {
   if (a == null || typeof a !== 'object') return el('pre', {}, fmt(a));
@@ -137,6 +168,7 @@ function showQuery(qid) {
   d.append(el('p', {}, METRICS.map(m => m + ' ' + fmt(q.metrics[m])).join(' · '),
     ` · latency ${fmt(q.latency_s)} s · tokens ${fmt(q.prompt_tokens)}+${fmt(q.completion_tokens)} · $${fmt(q.cost_usd)}`));
   d.append(el('div', {}, el('b', {}, 'Gold: '), nodes(q.gold, gold)));
+  if ((q.attribution || []).length) d.append(attributionTable(q));
   d.append(el('div', {id: 'ranking'}, el('b', {}, 'Fused ranking: '), nodes(q.ranking, gold)));
   for (const a of q.agents) {
     const box = el('div', {class: 'agent', 'data-agent': a.agent_index},
@@ -149,7 +181,7 @@ function showQuery(qid) {
       const calls = s.calls.length ? s.calls : [{name: '(no tool call)', arguments: null, observation: (s.extra_observations || []).join('\n'), node_ids: []}];
       calls.forEach((c, i) => t.append(el('tr', {class: 'step'},
         el('td', {}, i ? '' : s.index), el('td', {class: 'tool'}, c.name), el('td', {}, args(c.arguments, gold)),
-        el('td', {}, el('details', {}, el('summary', {}, (c.observation || '').slice(0, 80)), el('pre', {}, c.observation))),
+        el('td', {}, el('details', {open: (c.node_ids || []).some(i => gold.has(i)) ? '' : null}, el('summary', {}, (c.observation || '').slice(0, 80)), marked(c.observation, gold))),
         el('td', {}, nodes(c.node_ids, gold)),
         el('td', {class: 'num'}, i ? '' : fmt(s.llm_latency_s)), el('td', {class: 'num'}, i ? '' : fmt(s.tool_latency_s)),
         el('td', {class: 'num'}, i ? '' : `${fmt(s.prompt_tokens)}/${fmt(s.completion_tokens)}`))));
@@ -169,7 +201,8 @@ function renderList(filter) {
     if (filter && !(String(q.query_id) + ' ' + q.query).toLowerCase().includes(filter.toLowerCase())) continue;
     const r = el('tr', {class: 'q' + (q.status !== 'ok' ? ' failed' : ''), 'data-qid': String(q.query_id)},
       el('td', {}, q.query_id), el('td', {}, (q.query || '').slice(0, 90)), el('td', {}, q.status),
-      METRICS.map(m => el('td', {class: 'num'}, fmt(q.metrics[m]))), el('td', {class: 'num'}, fmt(q.latency_s)));
+      METRICS.map(m => el('td', {class: 'num'}, fmt(q.metrics[m]))), el('td', {class: 'num'}, fmt(q.latency_s)),
+      el('td', {}, classes(q)));
     r.addEventListener('click', () => showQuery(q.query_id));
     tb.append(r);
   }
@@ -195,7 +228,7 @@ def render_html(view: dict) -> str:
 <body><div id="list"><header><b>{html.escape(view['run'])}</b><br><span class="muted">{html.escape(head)}</span><br>
 <input id="filter" placeholder="filter by id or text"></header>
 <table><thead><tr><th>id</th><th>query</th><th>status</th><th>Hit@1</th><th>Hit@5</th><th>R@20</th><th>MRR</th>
-<th>s</th></tr></thead><tbody id="rows"></tbody></table></div>
+<th>s</th><th>gold: where found or lost</th></tr></thead><tbody id="rows"></tbody></table></div>
 <div id="detail"><p class="muted">Click a query to see each agent's steps.</p></div>
 <script id="data" type="application/json">{data}</script>
 <script>{_JS}</script></body></html>

@@ -1,8 +1,8 @@
 """Synthetic run directories in the evaluation runner's format, for figure/viewer/notebook tests.
 
-Writes exactly what /work/contracts.md ("Run directory") promises ark/runner.py writes:
-config.yaml, predictions.jsonl, trajectories/<qid>.json (list of Trajectory.to_json() dicts),
-metrics.json and per_query.csv, with values chosen by the test so expectations are known.
+Writes the files ark/rundir.py documents (config.yaml, predictions.jsonl, trajectories/<qid>.json as
+lists of Trajectory.to_json() dicts, metrics.json, per_query.csv) with values chosen by the test so
+expectations are known. `real_run` writes one through the real runner instead.
 
     from tests.fixtures_runs import QuerySpec, write_run, budget_grid
     run = write_run(tmp / "budget/demo/ark-gpt-4.1-t10n3-full", config, [QuerySpec(...), ...])
@@ -36,6 +36,8 @@ class QuerySpec:
     status: str = "ok"                       # "ok" | "failed"
     text: str = ""
     ranking: list[int] | None = None         # fused ranking; default: vote fusion of agent_rankings
+    shown: list[list[int]] | None = None     # per agent: the ids its first graph-tool call shows
+                                             # (rendered as ark.observation renders them); default 1000+i
 
 
 def vote_fuse(rankings: list[list[int]], top: int = 20) -> list[int]:
@@ -81,6 +83,13 @@ def _trajectory(q: QuerySpec, agent: int) -> dict:
         response = {"content": None, "tool_calls": [call], "prompt_tokens": 100 + 10 * i,
                     "completion_tokens": 20, "latency_s": 0.25, "cached": False}
         shown = [] if name in ("select", "finish") else [1000 + i, 1001 + i]
+        if q.shown is not None and i == 0 and name not in ("select", "finish"):
+            from ark.observation import NodeLine, render
+
+            shown = list(q.shown[agent])
+            obs, _ = render(f"{name} query={json.dumps(args.get('query'))}",
+                            [NodeLine(n, f"node {n}", "paper", "synthetic text", 1.0) for n in shown],
+                            len(shown), "matching nodes")
         steps.append({"index": i, "response": response, "tool_calls": [call], "observations": [obs],
                       "llm_latency_s": 0.25, "tool_latency_s": 0.01, "prompt_tokens": 100 + 10 * i,
                       "completion_tokens": 20, "error": None, "node_ids": [shown], "overhead_s": 0.01})
@@ -95,16 +104,17 @@ def _trajectory(q: QuerySpec, agent: int) -> dict:
 
 def make_config(graph: str, t_max: int = 20, n_agents: int = 3, backbone: str = "gpt-4.1",
                 ablation: str = "full", retriever: str = "ark", experiment: str = "budget") -> dict:
-    """A resolved run config like the runner's config.yaml (Hydra groups as nested dicts)."""
+    """A resolved run config shaped like experiments/run.py's config.yaml (Hydra groups as nested
+    dicts; the ablation's flags as its conf/ablation/<name>.yaml sets them)."""
     flags = {"full": (True, True, True), "no_neighbors": (False, True, True),
-             "no_query": (True, False, True), "no_filter": (True, True, False)}[ablation]
-    return {"experiment": experiment, "split": "test",
+             "no_query_rank": (True, False, True), "no_type_filter": (True, True, False)}[ablation]
+    return {"experiment_name": experiment, "split": "test",
             "graph": {"name": graph},
             "retriever": {"name": retriever},
             "backbone": {"name": backbone, "model": backbone},
-            "budget": {"name": f"t{t_max}-n{n_agents}", "max_steps": t_max, "n_agents": n_agents},
-            "ablation": {"name": ablation, "neighbors": flags[0], "neighbor_query": flags[1],
-                         "type_filter": flags[2]}}
+            "budget": {"name": f"t{t_max}_n{n_agents}", "agent": {"t_max": t_max, "n_agents": n_agents}},
+            "ablation": {"name": ablation, "tools": {"neighbors": flags[0], "neighbor_query": flags[1],
+                                                     "type_filter": flags[2]}}}
 
 
 def write_run(run_dir: Path, config: dict, queries: list[QuerySpec]) -> Path:
@@ -182,7 +192,7 @@ def budget_grid(root: Path, graphs=("demo",), t_maxes=(5, 10, 20), n_agents=(1, 
                 qs = random_queries(rng, n_queries, n, p_hit=min(0.9, 0.3 + 0.02 * t + 0.1 * n),
                                     neighbor_rate=rate, latency_s=0.5 * t + 0.3 * n)
                 dirs.append(write_run(Path(root) / "budget" / g / f"ark-gpt-4.1-t{t}-n{n}-full", cfg, qs))
-        for abl in ("full", "no_neighbors", "no_query", "no_filter"):
+        for abl in ("full", "no_neighbors", "no_query_rank", "no_type_filter"):
             cfg = make_config(g, 20, 3, ablation=abl, experiment="ablation")
             qs = random_queries(rng, n_queries, 3, p_hit=0.7 if abl == "full" else 0.5,
                                 neighbor_rate=0.0 if abl == "no_neighbors" else rate, latency_s=8.0)

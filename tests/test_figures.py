@@ -161,6 +161,45 @@ def test_ablation_table_puts_paper_numbers_beside_ours(tmp_path):
     assert len(pd.read_csv(pd.io.common.StringIO(texts["csv"]))) == len(data)
 
 
+def test_tables_mark_paired_differences_that_hold(tmp_path):
+    # 24 queries: full hits all, no_neighbors 12 (a loss on 12 queries, no win), no_query_rank 23
+    for abl, k in (("full", 24), ("no_neighbors", 12), ("no_query_rank", 23)):
+        write_run(tmp_path / "ablation" / "mag" / f"ark-gpt-4.1-t20_n3-{abl}",
+                  make_config("mag", ablation=abl, experiment="ablation"), _queries(k, n=24))
+    data = F.ablation_data(F.load_runs(F.find_run_dirs([tmp_path])), F.load_paper_table("table2_ablation", PAPER))
+    row = data[(data.graph == "mag") & (data.metric == "hit@1")].set_index("setup")
+    assert row.loc["no_neighbors", "significant"] and not row.loc["no_query_rank", "significant"]
+    assert row.loc["no_neighbors", "paired_diff"] == pytest.approx(-50.0)
+    assert row.loc["no_neighbors", "paired_ci_high"] < 0 and row.loc["no_neighbors", "reference"] == "full"
+    assert row.loc["no_neighbors", "p_value"] < 0.05 < row.loc["no_query_rank", "p_value"]
+    assert pd.isna(row.loc["full", "p_value"]) and not row.loc["full", "significant"]
+    texts = F.comparison_table(data, "setup", ("hit@1", "recall@20"), list(F.ABLATIONS), F.ABLATIONS)
+    assert "| w/o Neighbors | – (54.5) | – (55.4) | 50.0* (30.5) | 50.0* (39.4) |" in texts["md"]
+    assert "95.8 (72.1)" in texts["md"] and "differs from Full" in texts["md"]
+    assert {"paired_diff", "p_value", "significant"} <= set(pd.read_csv(pd.io.common.StringIO(texts["csv"])))
+
+
+def test_attribution_figure_counts_each_class(tmp_path):
+    qs = [QuerySpec(0, [7], [[7, 1]], [{"search_graph": 1}], shown=[[7, 1]]),           # retrieved
+          QuerySpec(1, [8], [[1, 2]], [{"search_graph": 1}], shown=[[1, 2, 8]]),        # surfaced, not selected
+          QuerySpec(2, [9], [[1, 2]], [{"search_graph": 1}], shown=[[1, 2]]),           # never surfaced
+          QuerySpec(3, [5], [list(range(100, 120)) + [5]], [{"search_graph": 1}])]      # beyond the top 20
+    for abl in ("full", "no_neighbors"):
+        write_run(tmp_path / "ablation" / "mag" / f"ark-gpt-4.1-t20_n3-{abl}",
+                  make_config("mag", ablation=abl, experiment="ablation"), qs)
+    data = F.attribution_data(F.load_runs(F.find_run_dirs([tmp_path])))
+    full = data[data.ablation == "full"].set_index("class")
+    assert full["count"].to_dict() == {"retrieved": 1, "never_surfaced": 1, "surfaced_not_selected": 1,
+                                       "selected_fused_out": 0, "beyond_top": 1}
+    assert full["share"].sum() == pytest.approx(1.0)
+    assert set(data.run) == {"gpt-4.1 · Full · T=20, n=3", "gpt-4.1 · w/o Neighbors · T=20, n=3"}
+    fig = F.plot_attribution(data)
+    ax = fig.axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    assert len(heights) == 2 * 5 and sum(heights) == pytest.approx(2.0)        # two bars stacked to 1
+    assert ax.get_legend_handles_labels()[1][0] == "retrieved (top 20)"
+
+
 def test_backbone_names_match_paper_rows(tmp_path):
     for bb, k in (("qwen3-8b-distilled-600", 2), ("gpt-4.1", 4)):
         write_run(tmp_path / "backbone" / "amazon" / f"ark-{bb}", make_config("amazon", backbone=bb),
@@ -181,7 +220,8 @@ def test_cli_writes_every_output(tmp_path, capsys):
     budget_grid(tmp_path / "runs", graphs=("amazon", "mag"), t_maxes=(5, 10), n_agents=(1, 3), n_queries=4)
     assert F.main([str(tmp_path / "runs"), "--out", str(tmp_path / "figs")]) == 0
     out = tmp_path / "figs"
-    for stem in ("fig2_budget_heatmaps", "fig3_tool_use", "fig5_neighbor_calls", "fig4_backbones"):
+    for stem in ("fig2_budget_heatmaps", "fig3_tool_use", "fig5_neighbor_calls", "fig4_backbones",
+                 "fig_attribution"):
         assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (out / f"{stem}.pdf").read_bytes()[:4] == b"%PDF"
         assert len(pd.read_csv(out / f"{stem}.csv")) > 0
@@ -200,12 +240,16 @@ def test_find_run_dirs_rejects_missing_path(tmp_path):
         F.make_all([tmp_path], tmp_path / "out")
 
 
-@pytest.mark.parametrize("name,flags,expected", [
-    ("anything", {"neighbors": False, "neighbor_query": True, "type_filter": True}, "no_neighbors"),
-    ("anything", {"neighbors": True, "neighbor_query": True, "type_filter": False}, "no_filter"),
-    ("w/o-q", {}, "no_query"), ("full", {}, "full"), ("no_filter", {}, "no_filter")])
-def test_canonical_ablation(name, flags, expected):
-    assert F.canonical_ablation({"tools": flags} if flags else {}, name) == expected
+def test_ablation_names_and_labels_come_from_the_configs():
+    from experiments.run import compose
+
+    names = [p.stem for p in sorted((F.CONF_DIR / "ablation").glob("*.yaml"))]
+    assert list(F.ABLATIONS)[0] == "full" and sorted(F.ABLATIONS) == sorted(names)
+    for name in names:   # what a run records as its ablation is the key the tables look up
+        cfg = compose([f"ablation={name}"])
+        assert cfg.ablation.name == name and F.ABLATIONS[name] == cfg.ablation.label
+    paper = F.load_paper_table("table2_ablation", PAPER)
+    assert set(paper.setup) == set(F.ABLATIONS)
 
 
 def test_stark_shares_file_is_cited():
@@ -251,7 +295,7 @@ def test_figures_on_real_runner_output(tmp_path):
     runs = F.load_runs(dirs)
     budget = runs[runs.experiment == "budget_heatmap"]
     assert set(zip(budget.t_max, budget.n_agents)) == {(5, 1), (5, 2), (10, 1), (10, 2)}
-    assert runs.set_index("experiment").loc["ablation", "ablation"] == "no_filter"
+    assert runs.set_index("experiment").loc["ablation", "ablation"] == "no_type_filter"
     assert F.backbone_key(runs.set_index("experiment").loc["backbones", "backbone"]) == F.backbone_key("Qwen3-8B-600")
     cells = F.budget_data(F.select_budget_runs(runs))
     for d in budget.run_dir:
@@ -269,6 +313,6 @@ def test_figures_on_real_runner_output(tmp_path):
         assert shares["relational"] == summary["tool_calls"]["explore_neighbors"]
     written = F.make_all([root], tmp_path / "figs", PAPER)
     assert set(written) == {"fig2_budget_heatmaps", "fig3_tool_use", "fig5_neighbor_calls",
-                            "table2_ablation", "table_backbones", "fig4_backbones"}
+                            "table2_ablation", "table_backbones", "fig4_backbones", "fig_attribution"}
     table = (tmp_path / "figs" / "table_backbones.md").read_text()
     assert "| Qwen3-8B-600 |" in table and "(50.1)" in table

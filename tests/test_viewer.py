@@ -20,9 +20,11 @@ EVIL = "</script><img src=x onerror=alert(1)> & <b>bold</b>"
 
 @pytest.fixture
 def run(tmp_path) -> Path:
-    qs = [QuerySpec(11, [7, 8], [[7, 1, 2], [3, 8]], [{"search_graph": 2, "explore_neighbors": 1},
-                                                      {"search_graph": 1, "explore_neighbors": 0}],
-                    latency_s=2.5, text="Which papers by X cite Y?"),
+    # query 11: gold 7 shown by agent 0's first search and selected; gold 8 selected by agent 1, shown to
+    # neither; gold 44 shown by agent 1's first search, never selected
+    qs = [QuerySpec(11, [7, 8, 44], [[7, 1, 2], [3, 8]], [{"search_graph": 2, "explore_neighbors": 1},
+                                                          {"search_graph": 1, "explore_neighbors": 0}],
+                    latency_s=2.5, text="Which papers by X cite Y?", shown=[[1, 7, 2], [3, 44]]),
           QuerySpec(12, [9], [[1, 2]], [{"search_graph": 1}], text=EVIL),
           QuerySpec(13, [5], [[5]], [{"search_graph": 1}], status="failed")]
     return write_run(tmp_path / "budget" / "mag" / "ark-gpt-4.1-t20-n3-full", make_config("mag"), qs)
@@ -38,15 +40,21 @@ def test_build_view_has_steps_metrics_and_gold(run):
         ["search_graph", "search_graph", "explore_neighbors", "select", "finish"]
     assert a0["steps"][3]["calls"][0]["arguments"] == {"node_ids": [7, 1, 2]}   # parsed JSON arguments
     assert a0["selected"] == [7, 1, 2] and a1["selected"] == [3, 8]
-    assert q[11]["gold"] == [7, 8] and q[11]["metrics"]["hit@5"] == 1.0
+    assert q[11]["gold"] == [7, 8, 44] and q[11]["metrics"]["hit@5"] == 1.0
+    attr = {a["gold"]: a for a in q[11]["attribution"]}
+    assert {g: a["cls"] for g, a in attr.items()} == {7: "retrieved", 8: "retrieved", 44: "surfaced_not_selected"}
+    assert (attr[7]["first_step"], attr[7]["first_agent"], attr[7]["first_rank"]) == (0, 0, 2)
+    assert (attr[44]["first_agent"], attr[44]["first_rank"], attr[44]["selected"]) == (1, 2, False)
+    assert q[13]["attribution"] == []                                   # failed: nothing to attribute
     assert q[13]["status"] == "failed" and q[13]["error"]
     assert V.build_view(run, limit=1)["queries"][0]["query_id"] == 11
 
 
 def test_long_observations_are_trimmed(run):
+    full = V.build_view(run)["queries"][0]["agents"][0]["steps"][0]["calls"][0]["observation"]
     view = V.build_view(run, max_observation_chars=10)
     obs = view["queries"][0]["agents"][0]["steps"][0]["calls"][0]["observation"]
-    assert obs.startswith("Results fo") and "more characters" in obs
+    assert len(full) > 10 and obs == full[:10] + f"\n… [{len(full) - 10} more characters]"
 
 
 def test_html_is_self_contained_and_escapes_data(run, tmp_path):
@@ -93,6 +101,15 @@ def test_viewer_in_headless_chromium(run, tmp_path):
                 ["search_graph", "search_graph", "explore_neighbors"]
             gold = page.locator("#ranking .node.gold").all_inner_texts()
             assert sorted(gold) == ["7", "8"]                               # both gold ids in the fusion
+            # where each gold was found or lost, and the gold ids marked inside the observations' text
+            rows = page.locator("#attribution tr.gold-row")
+            assert [rows.nth(i).get_attribute("data-cls") for i in range(rows.count())] == \
+                ["retrieved", "retrieved", "surfaced_not_selected"]
+            assert "step 0 · agent 0 · search_graph · rank 2" in rows.nth(0).inner_text()
+            marks = page.locator(".agent pre mark.gold")
+            assert sorted(marks.all_text_contents()) == ["[44]", "[7]"]
+            assert marks.first.is_visible()                                  # its observation is open
+            assert "surfaced, not selected" in page.inner_text('tr.q[data-qid="11"]')
             assert "Which papers by X cite Y?" in page.inner_text("#detail")
             shot = tmp_path / "viewer.png"
             page.screenshot(path=str(shot))
