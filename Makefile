@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: help install install-local install-distill demo test test-integration test-comparison \
         test-distill test-all table1 reproduce-table1 table1-demo figures viewer bench bench-graph \
-        bench-tools bench-agent bench-runner clean
+        bench-tools bench-agent bench-runner bench-attribution clean
 
 help:
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -95,4 +95,7 @@ bench-agent: $(VENV)/.core ## agent loop throughput and step overhead (scripted 
 bench-runner: $(VENV)/.core ## whole runner over 1,000 demo queries (scripted 200 ms server)
 	$(PY) scripts/bench_runner.py
 
-bench: bench-graph bench-tools bench-agent bench-runner
+bench-attribution: $(VENV)/.core ## failure attribution over 1,000 queries' trajectories vs loading them
+	$(PY) scripts/bench_attribution.py
+
+bench: bench-graph bench-tools bench-agent bench-runner bench-attribution

@@ -5,6 +5,7 @@
     python experiments/run.py -m experiment=table1                        # the paper's Table 1 sweep
     python experiments/run.py graph=prime shard=0/4                       # a shard; merge with
     python -m ark.runner merge results/runs/default/prime/ark-gpt-4.1-t20_n3-full
+    python experiments/run.py graph=demo ablation=no_neighbors compare_to=results/runs/default/demo/ark-gpt-4.1-t20_n3-full
 
 `main` is a thin ``@hydra.main`` over `run(cfg)`, which tests call with a composed config. The run
 directory is ``results/runs/<experiment>/<graph>/<retriever>-<backbone>-<budget>-<ablation>/``;
@@ -30,8 +31,9 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ark import runner
+from ark import compare, runner
 from ark.logger import redact
+from ark.rundir import RunDir
 
 log = logging.getLogger(__name__)
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -142,6 +144,7 @@ def run(cfg: DictConfig) -> dict:
     _check_same_run(Path(cfg.out_dir), info)
     source = instantiate(cfg.graph)
     check_prerequisites(cfg, source)
+    reference = _reference_run(cfg)
     out.mkdir(parents=True, exist_ok=True)
 
     job_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
@@ -163,10 +166,37 @@ def run(cfg: DictConfig) -> dict:
     try:
         with local_server_for(backbone):
             summary = runner.run_queries(retriever, queries, settings, graph.candidate_ids, logger)
+        if reference is not None:
+            _compare_with(out, reference, cfg, summary, logger)
     finally:
         logger.finish()
     _print_summary(out, summary)
     return summary
+
+
+def _reference_run(cfg: DictConfig) -> RunDir | None:
+    """The run named by ``compare_to`` (checked before any work), or None."""
+    if not cfg.get("compare_to"):
+        return None
+    try:
+        return RunDir(cfg.compare_to)
+    except FileNotFoundError as e:
+        raise SystemExit(f"compare_to: {e}") from None
+
+
+def _compare_with(out: Path, reference: RunDir, cfg: DictConfig, summary: dict, logger) -> None:
+    """Paired differences of this run against ``reference`` into metrics.json["paired"], W&B and the
+    printout; runs over other queries are reported, not fatal (the run itself is kept)."""
+    try:
+        diffs = compare.compare_runs(out, reference, n_boot=cfg.n_boot, seed=cfg.seed)
+    except ValueError as e:
+        print(f"compare_to {reference.path}: {e}")
+        return
+    summary["paired"] = {str(reference.path): compare.as_summary(diffs)}
+    RunDir(out).update_metrics(paired=summary["paired"])
+    logger.log_comparison(diffs, reference=str(reference.info.get("run_name") or reference.path.name))
+    print(f"paired with {reference.path} (* p < {compare.ALPHA}; values in %):")
+    print(compare.format_table(diffs))
 
 
 def _print_summary(out: Path, summary: dict) -> None:

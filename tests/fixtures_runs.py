@@ -41,26 +41,17 @@ class QuerySpec:
 
 
 def vote_fuse(rankings: list[list[int]], top: int = 20) -> list[int]:
-    """Votes first, then earliest position in any agent's list (the paper's fusion rule)."""
-    votes: dict[int, int] = {}
-    first: dict[int, int] = {}
-    for r in rankings:
-        for pos, node in enumerate(r):
-            votes[node] = votes.get(node, 0) + 1
-            first[node] = min(first.get(node, pos), pos)
-    return sorted(votes, key=lambda n: (-votes[n], first[n], n))[:top]
+    """The fused ranking, from ark.fusion (the agents' default tie-break)."""
+    from ark.fusion import fuse
+
+    return fuse(rankings, top=top)
 
 
 def query_metrics(ranking: list[int], gold: list[int]) -> dict[str, float]:
-    """Hit@1, Hit@5, Recall@20, MRR of one ranked list against its gold set."""
-    g = set(gold)
-    hits = [i for i, n in enumerate(ranking) if n in g]
-    return {
-        "hit@1": float(bool(hits) and hits[0] < 1),
-        "hit@5": float(bool(hits) and hits[0] < 5),
-        "recall@20": len(g & set(ranking[:20])) / len(g) if g else 0.0,
-        "mrr": 1.0 / (hits[0] + 1) if hits else 0.0,
-    }
+    """Hit@1, Hit@5, Recall@20, MRR of one ranked list against its gold set (ark.metrics)."""
+    from ark.metrics import evaluate
+
+    return evaluate(ranking, gold, None, METRICS)
 
 
 def _trajectory(q: QuerySpec, agent: int) -> dict:

@@ -88,3 +88,31 @@ def test_runs_over_other_queries_are_refused(tmp_path):
     other = _run(tmp_path, "other", [True] * 4, gold_offset=50)
     with pytest.raises(ValueError, match="not over the same queries"):
         C.compare_runs(other, ref)
+
+
+def test_a_run_with_compare_to_records_the_paired_differences(tmp_path):
+    """experiments/run.py with compare_to: the demo graph, the scripted server, two toolsets on the
+    same queries; the paired numbers land in metrics.json and equal ark.compare on the two dirs."""
+    import json
+    from pathlib import Path
+
+    from experiments.run import compose, run
+    from tests.scripted_server import ScriptedServer
+    from tests.test_runner import DEMO_ROOT, search_select_finish
+
+    with ScriptedServer(responder=search_select_finish) as server:
+        base = ["graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}", "limit=6",
+                "budget=t5_n1", f"paths.data={DEMO_ROOT}", f"paths.runs={tmp_path}",
+                f"paths.llm_cache={tmp_path}/llm.sqlite", "progress=false", "n_boot=100"]
+        full = compose(base)
+        run(full)
+        with pytest.raises(SystemExit, match="compare_to: .*nowhere.* is not a run directory"):
+            run(compose([*base, "ablation=no_neighbors", f"compare_to={tmp_path}/nowhere"]))
+        assert not (tmp_path / "default" / "demo" / "ark-scripted-t5_n1-no_neighbors").exists()
+        other = compose([*base, "ablation=no_neighbors", f"compare_to={full.out_dir}"])
+        summary = run(other)
+    paired = summary["paired"][str(full.out_dir)]
+    on_disk = json.loads((Path(other.out_dir) / "metrics.json").read_text())["paired"][str(full.out_dir)]
+    assert on_disk == paired and paired["hit@1"]["n"] == 6
+    direct = C.compare_runs(other.out_dir, full.out_dir, n_boot=100)
+    assert [paired[d.metric] for d in direct] == [d.to_json() for d in direct]

@@ -5,7 +5,10 @@ import time
 
 import pytest
 
+from ark import attribution, compare
+from ark.llm import ToolCall
 from ark.logger import NullLogger, WandbLogger, read_offline_run, redact, run_tags
+from ark.trajectory import Step, Trajectory
 
 
 def test_redact_drops_secret_keys_and_values():
@@ -48,6 +51,12 @@ def test_offline_wandb_run_reads_back(tmp_path, monkeypatch):
                "metrics": {"hit@1": {"mean": 0.5, "ci_low": 0.0, "ci_high": 1.0}},
                "tool_share": {"search_graph": 0.75, "explore_neighbors": 0.25}, "latency_s": {"max": 2.0}}
     rows = [{"query_id": 1, "hit@1": 1.0}, {"query_id": 2, "hit@1": 0.0}]
+    # failure attribution and a paired comparison, from the modules that compute them
+    traj = Trajectory(1, 0, [], [Step(0, None, [ToolCall("c", "search_graph", "{}")], ["obs"], 0.0, 0.0, 5, 1,
+                                      node_ids=[[4, 9]])], [9], "finish")
+    summary["attribution"] = attribution.summarize([attribution.attribute([9, 4, 3], [traj])])
+    attribution.write_csv(run_dir / "attribution.csv", attribution.rows([attribution.attribute([9], [traj])]))
+    diffs = compare.paired_diff([1.0] * 8 + [0.0] * 2, [0.0] * 10, "hit@1")
 
     log = WandbLogger(project="ark-test", dir=tmp_path / "wb")
     info = {"graph": "demo", "backbone": "scripted", "budget": "t20_n3", "ablation": "full", "split": "test"}
@@ -55,6 +64,7 @@ def test_offline_wandb_run_reads_back(tmp_path, monkeypatch):
               {"graph": {"name": "demo"}, "backbone": {"api_key": "sk-secretsecretsecret", "model": "m"}})
     log.log_running({"hit@1": 0.5}, step=1)
     log.log_final(summary, rows, run_dir)
+    log.log_comparison([diffs], reference="ark-gpt-4.1-t20_n3-full")
     wb_dir = log.run_dir
     log.finish()
 
@@ -70,6 +80,12 @@ def test_offline_wandb_run_reads_back(tmp_path, monkeypatch):
     assert any(h.get("test/running/hit@1") == 0.5 for h in back["history"])
     assert ("run-demo_ark-scripted", "trajectories") in back["artifacts"]
     assert any(t == "run_table" for _, t in back["artifacts"])    # the per-query table
+    assert back["summary"]["attribution/retrieved"] == pytest.approx(1 / 3)
+    assert back["summary"]["attribution/surfaced_not_selected"] == pytest.approx(1 / 3)
+    assert back["summary"]["attribution/steps_to_first_gold_mean"] == 1
+    assert back["summary"]["attribution_table/nrows"] == 1          # attribution.csv as a table
+    paired = "paired/ark-gpt-4.1-t20_n3-full/hit@1"
+    assert back["summary"][f"{paired}/diff"] == pytest.approx(0.8) and back["summary"][f"{paired}/significant"]
     raw = b"".join(p.read_bytes() for p in wb_dir.rglob("*") if p.is_file())
     assert b"sk-secretsecretsecret" not in raw
 
