@@ -228,8 +228,9 @@ def _mean(xs: list) -> float | None:
 
 
 def summarize(attributions: Sequence[QueryAttribution], top: int = TOP) -> dict:
-    """Counts and shares of each class over all gold nodes; shares of the misses alone; per-query
-    costs of reaching the first gold. What metrics.json["attribution"] holds."""
+    """Counts and shares of each class over all gold nodes; shares of the misses alone; which tool
+    first showed the gold nodes that were shown; per-query costs of reaching the first gold. What
+    metrics.json["attribution"] holds."""
     counts = Counter(g.cls for qa in attributions for g in qa.golds)
     n_gold = sum(counts.values())
     n_miss = sum(counts[c] for c in MISS_CLASSES)
@@ -239,6 +240,7 @@ def summarize(attributions: Sequence[QueryAttribution], top: int = TOP) -> dict:
         "counts": {c: counts[c] for c in CLASSES},
         "share": {c: (counts[c] / n_gold if n_gold else 0.0) for c in CLASSES},
         "miss_share": {c: (counts[c] / n_miss if n_miss else 0.0) for c in MISS_CLASSES},
+        "first_tool": dict(Counter(g.first_tool for qa in attributions for g in qa.golds if g.first_tool)),
         "queries_any_gold_surfaced": len(reached) / len(attributions) if attributions else 0.0,
         "steps_to_first_gold_mean": _mean([qa.steps_to_first_gold for qa in reached]),
         "tokens_to_first_gold_mean": _mean([qa.tokens_to_first_gold for qa in reached]),

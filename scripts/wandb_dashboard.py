@@ -7,7 +7,8 @@
 
 The view filters to one experiment (the runs' W&B group, set by logger=wandb), groups runs by
 graph, and has one section per concern: final metrics (bar charts of <split>/hit@1, hit@5,
-recall@20, mrr), tool use (search vs. neighborhood shares), cost and latency, and a run comparer of
+recall@20, mrr), tool use (search vs. neighborhood shares), failure attribution (ark.attribution's
+classes), cost and latency, and a run comparer of
 the configs. Runs are tagged graph:/backbone:/budget:/ablation: by ark.logger, so the runs table can
 be filtered further in the UI.
 """
@@ -35,12 +36,18 @@ def build_workspace(entity: str, project: str, experiment: str, split: str = "te
     cost_panels = [wr.BarPlot(title="cost (US$)", metrics=["cost_usd"]),
                    wr.BarPlot(title="tokens", metrics=["tokens/total"]),
                    wr.BarPlot(title="latency (s, slowest agent)", metrics=["latency_s/mean", "latency_s/p90"])]
+    from ark.attribution import CLASSES
+
+    attribution_panels = [wr.BarPlot(title="where gold nodes were found or lost (share of gold)",
+                                     metrics=[f"attribution/{c}" for c in CLASSES]),
+                          wr.BarPlot(title="steps to the first gold", metrics=["attribution/steps_to_first_gold_mean"])]
     running = [wr.LinePlot(title=f"running {m}", y=[f"{split}/running/{m}"]) for m in ("hit@1", "mrr")]
     return ws.Workspace(
         entity=entity, project=project, name=f"ARK {experiment}: side by side",
         sections=[
             ws.Section(name="Final metrics", panels=metric_panels, is_open=True),
             ws.Section(name="Tool use", panels=tool_panels, is_open=True),
+            ws.Section(name="Failure attribution", panels=attribution_panels, is_open=True),
             ws.Section(name="Cost and latency", panels=cost_panels, is_open=False),
             ws.Section(name="While running", panels=running, is_open=False),
             ws.Section(name="Configs", panels=[wr.RunComparer(diff_only="split")], is_open=False),

@@ -130,6 +130,7 @@ def test_write_puts_csv_and_summary_into_the_run(run_dir):
     assert summary["miss_share"]["never_surfaced"] == pytest.approx(0.5)
     assert summary["queries_any_gold_surfaced"] == pytest.approx(0.5)
     assert summary["steps_to_first_gold_mean"] == 1
+    assert summary["first_tool"] == {"search_graph": 2}
     assert json.loads((run_dir / "metrics.json").read_text())["attribution"] == summary
     with open(run_dir / "attribution.csv") as f:
         rows = list(csv.DictReader(f))
