@@ -30,7 +30,7 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,6 +69,8 @@ class RunSettings:
     progress: bool = True                       # show the tqdm bar
     log_every: int = 25                         # push running metrics to the logger every n queries
     extra: dict = field(default_factory=dict)   # written into metrics.json["run"] (split, names, ...)
+    external_id: Callable[[int], Any] | None = None  # node id -> the source's own id, recorded beside
+                                                # ranking and gold as ranking_external/gold_external
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -182,6 +184,9 @@ def _record(query, rec_ranking, retrieval, wall_s: float, error: str | None, set
         tool_counts=[dict(t.tool_counts()) for t in trajectories],
         trajectory_file=f"{TRAJ_DIR}/{qid}.json" if trajectories else None,
     )
+    if settings.external_id is not None:  # the ids a person knows the nodes by (tables graphs)
+        rec["ranking_external"] = [settings.external_id(i) for i in rec_ranking]
+        rec["gold_external"] = [settings.external_id(g) for g in gold]
     if error is None:  # each agent's own list, scored like the fused one, while the candidates are at hand
         rec["agent_metrics"] = [
             evaluate(r[: settings.top], gold, cands, AGENT_METRICS, settings.metrics_mode)

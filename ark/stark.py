@@ -529,6 +529,8 @@ class QuerySet:
         return (self.queries[q] for q in self._sorted_ids)
 
     def __getitem__(self, qid: int) -> Query:
+        if qid in self.queries:  # string ids (tables graphs) are looked up as they are
+            return self.queries[qid]
         try:
             return self.queries[int(qid)]
         except (KeyError, ValueError, TypeError):

@@ -159,7 +159,8 @@ def run(cfg: DictConfig) -> dict:
     settings = runner.RunSettings(
         out_dir=out, concurrency=cfg.concurrency, top=cfg.retriever.top,
         metrics_mode=cfg.metrics_mode, count_failed_as_miss=cfg.count_failed_as_miss, n_boot=cfg.n_boot,
-        seed=cfg.seed, progress=cfg.progress, extra={**info, "shard": cfg.get("shard"), "limit": cfg.limit})
+        seed=cfg.seed, progress=cfg.progress, extra={**info, "shard": cfg.get("shard"), "limit": cfg.limit},
+        external_id=graph.external_id if graph.has_external_ids else None)
     name = f"{info['graph']}/{info['run_name']}" + (f"/shard{cfg.shard}" if cfg.get("shard") else "")
     backbone = instantiate(cfg.backbone) if info["retriever"] == "ark" else None
     logger.start(name, cfg.experiment_name, info, resolved)

@@ -1,0 +1,285 @@
+"""The tables format: the hand-made graph under tests/data/tables_kg, the export round trip, one-line
+errors naming file, row and column, the cache, and a whole run through experiments/run.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ark.sources import DemoSource
+from ark.tables import TablesError, TablesSource, export
+
+REPO = Path(__file__).resolve().parents[1]
+KG = REPO / "tests" / "data" / "tables_kg"
+DEMO_ROOT = Path(os.environ.get("ARK_TEST_DATA", REPO / "data"))
+
+
+@pytest.fixture()
+def kg(tmp_path):
+    folder = tmp_path / "kg"
+    shutil.copytree(KG, folder)
+    return folder
+
+
+def source(folder, tmp_path, **kw):
+    return TablesSource(folder, root=tmp_path / "data", **kw)
+
+
+def test_hand_made_graph_loads_with_its_ids_types_and_documents(kg, tmp_path):
+    s = source(kg, tmp_path)
+    g = s.graph()
+    assert s.name == "tables_kg" and g.name == "tables_kg"
+    assert (g.num_nodes, g.num_edges) == (37, 63)
+    assert g.node_type_names == ["paper", "author", "venue", "topic", "institution"]
+    assert g.relation_names == ["writes", "published_in", "has_topic", "cites", "affiliated_with"]
+    p1, a2 = g.node_index("P1"), g.node_index("A2")
+    assert (p1, g.external_id(p1), g.external_id(a2)) == (0, "P1", "A2")
+    # documented layout: name, type, text, then the extra columns in file order, null ones skipped
+    assert g.node_text(p1) == ("- name: Sparse Retrieval Revisited\n- type: paper\nWe revisit BM25 sparse retrieval "
+                               "for question answering and show that tuned term weighting matches dense retrievers "
+                               "on entity-centric questions.\n- year: 2021")
+    assert g.node_text(a2).endswith("question answering.\n- country: Nigeria")
+    # A2 wrote P2, P6, P11 and is affiliated with I2: both directions, with relation and direction
+    e = g.neighbors(a2)
+    got = {(g.external_id(int(n)), g.relation_names[r], bool(o)) for n, r, o in zip(e.nodes, e.relations, e.outgoing)}
+    assert got == {("P2", "writes", True), ("P6", "writes", True), ("P11", "writes", True),
+                   ("I2", "affiliated_with", True)}
+    q = s.queries()
+    assert q.split_names() == ["test", "train", "val"]
+    assert [x.id for x in q.split("test")] == ["q1", "q2", "q3", "q4", "q8"]      # q8: "val,test"
+    assert [x.id for x in q.split("val")] == ["q7", "q8"]
+    assert [g.external_id(a) for a in q["q7"].answer_ids] == ["A9", "A2"]
+
+
+def test_candidate_types_and_template(kg, tmp_path):
+    s = source(kg, tmp_path, candidate_types=["paper"], template="{name} ({year}): {text}")
+    g = s.graph()
+    assert sorted(g.external_id(int(i)) for i in g.candidate_ids) == sorted(f"P{i}" for i in range(1, 13))
+    assert g.node_text(g.node_index("P12")).startswith("Query Expansion with Pseudo Relevance Feedback (2016): ")
+    with pytest.raises(TablesError, match=r"candidate type 'book' is not a node type of .*nodes\.csv; "
+                                          r"valid node types: paper, author, venue, topic, institution"):
+        source(kg, tmp_path, name="other", candidate_types=["book"]).graph()
+
+
+def test_integer_ids_in_parquet_are_kept_as_integers(tmp_path):
+    folder = tmp_path / "ints"
+    folder.mkdir()
+    pd.DataFrame({"id": [10, 20, 30], "type": ["a", "b", "a"], "name": ["x", "y", "z"],
+                  "text": ["alpha", "beta", "gamma"]}).to_parquet(folder / "nodes.parquet")
+    pd.DataFrame({"src": [10, 20], "dst": [20, 30], "relation": ["r", "s"]}).to_parquet(folder / "edges.parquet")
+    pd.DataFrame({"id": [1], "query": ["beta"], "answers": [[20, 30]], "split": ["test"]}).to_parquet(
+        folder / "queries.parquet")
+    s = source(folder, tmp_path)
+    g = s.graph()
+    assert [g.external_id(i) for i in range(3)] == [10, 20, 30] and g.node_index(30) == 2
+    assert s.queries()[1].answer_ids == (1, 2)
+    assert set(g.neighbors(1).nodes.tolist()) == {0, 2}
+
+
+# --- round trip ---------------------------------------------------------------------------------
+def _same_graph(a, b):
+    assert (a.num_nodes, a.num_edges) == (b.num_nodes, b.num_edges)
+    assert a.node_type_names == b.node_type_names and a.relation_names == b.relation_names
+    assert np.array_equal(np.asarray(a.node_types), np.asarray(b.node_types))
+    assert np.array_equal(np.asarray(a.candidate_ids), np.asarray(b.candidate_ids))
+    assert list(a.texts()) == list(b.texts()) and a.names() == b.names()
+    for v in range(0, a.num_nodes, max(1, a.num_nodes // 500)):
+        ea, eb = a.neighbors(v), b.neighbors(v)
+        assert np.array_equal(ea.nodes, eb.nodes) and np.array_equal(ea.relations, eb.relations)
+        assert np.array_equal(ea.outgoing, eb.outgoing)
+
+
+def _same_queries(a, b):
+    assert sorted(map(str, a.ids())) == sorted(map(str, b.ids()))
+    for q in a:
+        assert (b[q.id].text, b[q.id].answer_ids) == (q.text, q.answer_ids)
+    for s in a.split_names():
+        if s != "human_generated_eval":
+            assert {q.id for q in a.split(s)} == {q.id for q in b.split(s)}
+
+
+def test_demo_round_trip_through_tables(tmp_path):
+    demo = DemoSource(DEMO_ROOT)
+    out = export(demo.graph(), tmp_path / "demo_tables", demo.queries())
+    assert sorted(p.name for p in out.iterdir()) == ["edges.parquet", "graph.json", "nodes.parquet",
+                                                       "queries.parquet"]
+    back = TablesSource(out, root=tmp_path / "data")
+    assert back.name == "demo"
+    _same_graph(demo.graph(), back.graph())
+    _same_queries(demo.queries(), back.queries())
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_tables_round_trip_in_every_format(kg, tmp_path, fmt):
+    first = source(kg, tmp_path, candidate_types=["paper", "author"])
+    out = export(first.graph(), tmp_path / f"out_{fmt}", first.queries(), fmt=fmt)
+    again = TablesSource(out, root=tmp_path / "data2")
+    _same_graph(first.graph(), again.graph())
+    _same_queries(first.queries(), again.queries())
+    assert [again.graph().external_id(i) for i in range(5)] == ["P1", "P2", "P3", "P4", "P5"]
+    assert json.loads((out / "graph.json").read_text())["candidate_types"] == ["paper", "author"]
+
+
+def test_export_refuses_a_non_empty_folder(kg, tmp_path):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x").write_text("keep")
+    with pytest.raises(ValueError, match="exists and is not empty"):
+        export(source(kg, tmp_path).graph(), tmp_path / "busy")
+    assert (tmp_path / "busy" / "x").read_text() == "keep"
+
+
+# --- errors: one line with file, row and column; nothing left in the cache ---------------------------
+def _nodes(folder):
+    return pd.read_csv(folder / "nodes.csv", dtype={"id": str})
+
+
+def _edges(folder):
+    return pd.read_json(folder / "edges.jsonl", lines=True)
+
+
+def _write_edges(folder, df):
+    df.to_json(folder / "edges.jsonl", orient="records", lines=True)
+
+
+def _break(kind, folder):
+    if kind == "missing column":
+        _nodes(folder).drop(columns=["text"]).to_csv(folder / "nodes.csv", index=False)
+        return r"nodes\.csv: missing column 'text'; columns present: id, type, name, year, country"
+    if kind == "duplicate id":
+        df = _nodes(folder)
+        df.loc[5, "id"] = "P2"
+        df.to_csv(folder / "nodes.csv", index=False)
+        return r"nodes\.csv: row 6, column 'id': duplicate node id 'P2' \(first at row 2\)"
+    if kind == "unknown edge endpoint":
+        df = _edges(folder)
+        df.loc[3, "dst"] = "P99"
+        _write_edges(folder, df)
+        return r"edges\.jsonl: row 4, column 'dst': edge endpoint 'P99' is not a node id \(1 such row\)"
+    if kind == "null text":                   # CSV has no null (an empty field is empty text): JSONL here
+        df = _nodes(folder)
+        df.loc[2, "text"] = None
+        (folder / "nodes.csv").unlink()
+        df.to_json(folder / "nodes.jsonl", orient="records", lines=True)
+        return r"nodes\.jsonl: row 3, column 'text': null text"
+    if kind == "empty text":
+        df = _nodes(folder)
+        df.loc[4, "text"] = "   "
+        df.to_csv(folder / "nodes.csv", index=False)
+        return r"nodes\.csv: row 5, column 'text': empty text"
+    if kind == "mixed ids in one column":
+        df = _edges(folder).astype(object)
+        df.loc[2, "src"] = 7
+        _write_edges(folder, df)
+        return r"edges\.jsonl: row 3, column 'src': mixed id types: 7 is a integer, row 1 is a string"
+    if kind == "mixed ids across files":
+        df = _nodes(folder)
+        df["id"] = range(len(df))
+        df.to_csv(folder / "nodes.csv", index=False)
+        return r"edges\.jsonl: row 1, column 'src': mixed id types: src holds str ids \(e\.g\. 'A1'\) but nodes\.csv has int ids"
+    if kind == "unreadable file":
+        (folder / "edges.jsonl").unlink()
+        (folder / "edges.parquet").write_bytes(b"PAR1 this is not parquet")
+        return r"edges\.parquet: unreadable parquet file \("
+    if kind == "answer not a node":
+        lines = (folder / "queries.jsonl").read_text().splitlines()
+        lines[1] = lines[1].replace('"P6"', '"P66"')
+        (folder / "queries.jsonl").write_text("\n".join(lines) + "\n")
+        return r"queries\.jsonl: row 2, column 'answers': answer 'P66' is not a node id"
+    raise AssertionError(kind)
+
+
+KINDS = ["missing column", "duplicate id", "unknown edge endpoint", "null text", "empty text",
+         "mixed ids in one column", "mixed ids across files", "unreadable file", "answer not a node"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_input_is_one_line_naming_file_row_and_column(kg, tmp_path, kind):
+    pattern = _break(kind, kg)
+    s = source(kg, tmp_path)
+    with pytest.raises(TablesError) as err:
+        s.graph()
+        s.queries()
+    msg = str(err.value)
+    assert "\n" not in msg and re.search(pattern, msg), msg
+    if kind != "answer not a node":          # the graph itself was fine in that case
+        assert not (tmp_path / "data" / "cache").exists() or not any((tmp_path / "data" / "cache").iterdir())
+
+
+def test_bad_input_leaves_the_previous_cache_intact(kg, tmp_path):
+    good = source(kg, tmp_path).graph()
+    _break("duplicate id", kg)
+    with pytest.raises(TablesError):
+        source(kg, tmp_path).graph()
+    cache = tmp_path / "data" / "cache"
+    assert sorted(p.name for p in cache.iterdir()) == ["tables_kg"]          # no half-written folder beside it
+    from ark.graph import KnowledgeGraph
+
+    assert KnowledgeGraph.load(cache / "tables_kg").fingerprint == good.fingerprint
+
+
+def test_a_changed_input_file_rebuilds_the_cache(kg, tmp_path, monkeypatch):
+    builds = []
+    real = TablesSource.build
+    monkeypatch.setattr(TablesSource, "build", lambda self: builds.append(1) or real(self))
+    source(kg, tmp_path).graph()
+    source(kg, tmp_path).graph()
+    assert len(builds) == 1
+    df = _nodes(kg)
+    df.loc[0, "text"] = "A completely new abstract about lexical search."
+    df.to_csv(kg / "nodes.csv", index=False)
+    g = source(kg, tmp_path).graph()
+    assert len(builds) == 2 and "completely new abstract" in g.node_text(0)
+    source(kg, tmp_path, candidate_types=["paper"]).graph()      # other settings: another graph
+    assert len(builds) == 3
+
+
+def test_missing_tables_and_settings_are_named(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TablesError, match=r"empty: no nodes table; expected one of nodes\.parquet, "):
+        TablesSource(tmp_path / "empty")
+    with pytest.raises(TablesError, match="no such folder"):
+        TablesSource(tmp_path / "nowhere")
+
+
+# --- torch-geometric ------------------------------------------------------------------------------
+def test_to_pyg_has_typed_node_and_edge_stores(kg, tmp_path):
+    g = source(kg, tmp_path).graph()
+    data = g.to_pyg()
+    assert set(data.node_types) == set(g.node_type_names)
+    assert data["paper"].num_nodes == 12 and data["author"].num_nodes == 10
+    assert ("author", "writes", "paper") in data.edge_types and ("paper", "cites", "paper") in data.edge_types
+    assert sum(data[et].edge_index.shape[1] for et in data.edge_types) == g.num_edges
+    ei = data["author", "writes", "paper"].edge_index
+    authors, papers = data["author"].node_id, data["paper"].node_id
+    pairs = {(g.external_id(int(authors[a])), g.external_id(int(papers[p]))) for a, p in ei.t().tolist()}
+    assert ("A2", "P11") in pairs and ("A9", "P11") in pairs and len(pairs) == 17
+
+
+# --- a whole run on the tables graph -------------------------------------------------------------
+def test_run_on_the_tables_graph_end_to_end(tmp_path):
+    from experiments.run import compose, run
+    from tests.scripted_server import ScriptedServer
+    from tests.test_runner import search_select_finish
+
+    with ScriptedServer(responder=search_select_finish) as server:
+        cfg = compose(["graph=tables", f"graph.path={KG}", "graph.name=tables_kg", "backbone=scripted",
+                       f"backbone.base_url={server.base_url}", "budget=t5_n1", f"paths.data={tmp_path}/data",
+                       f"paths.runs={tmp_path}/runs", f"paths.llm_cache={tmp_path}/llm.sqlite",
+                       "progress=false", "n_boot=50"])
+        summary = run(cfg)
+    out = Path(cfg.out_dir)
+    assert out == tmp_path / "runs" / "default" / "tables_kg" / "ark-scripted-t5_n1-full"
+    assert summary["complete"] and summary["n_ok"] == 5 and server.calls == 10
+    recs = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [r["query_id"] for r in sorted(recs, key=lambda r: r["query_id"])] == ["q1", "q2", "q3", "q4", "q8"]
+    q1 = next(r for r in recs if r["query_id"] == "q1")
+    assert q1["gold_external"] == ["P1"] and q1["ranking_external"][0] == "P1"    # BM25 finds it first
+    assert summary["metrics"]["hit@1"]["mean"] > 0
+    assert (out / "trajectories" / "q1.json").exists()
