@@ -101,6 +101,123 @@ def cmd_build(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from ark.tables import export
+
+    source = load_source(args.graph, args.root, args.settings)
+    problems = source.problems()
+    if problems:
+        raise CLIError("; ".join(problems))
+    graph = source.graph()
+    queries = None if args.no_queries else source.queries()
+    out = export(graph, args.out, queries, fmt=args.format, force=args.force)
+    print(f"wrote {graph.num_nodes:,} nodes, {graph.num_edges:,} edges"
+          + (f", {len(queries):,} queries" if queries is not None else "") + f" to {out}")
+    return 0
+
+
+def open_tools(args, config=None):
+    """(source, graph, ToolSet) for a command: the graph, its cached BM25 index, the agent's tools."""
+    from ark.text_index import load_index
+    from ark.tools import ToolConfig, ToolSet
+
+    source = load_source(args.graph, args.root, args.settings)
+    problems = source.problems()
+    if problems:
+        raise CLIError("; ".join(problems))
+    graph = source.graph()
+    return source, graph, ToolSet(graph, load_index(graph, source.cache_dir), config or ToolConfig())
+
+
+def _show(result, graph) -> int:
+    """Print an observation exactly as the agent reads it; the external ids of its nodes to stderr."""
+    if result.error:
+        print(result.observation, file=sys.stderr)
+        return 2
+    print(result.observation)
+    if graph.has_external_ids and result.node_ids:
+        print("external ids: " + ", ".join(f"[{i}] {graph.external_id(i)}" for i in result.node_ids),
+              file=sys.stderr)
+    return 0
+
+
+def resolve_node(graph, node: str) -> int:
+    """An internal node id from what a person typed: the source's own id, or the internal id."""
+    if graph.has_external_ids:
+        key = node
+        if graph.meta.get("external_id_type") == "int":
+            try:
+                key = int(node)
+            except ValueError:
+                raise CLIError(f"unknown node {node!r}; node ids of {graph.name} are integers") from None
+        try:
+            return graph.node_index(key)
+        except KeyError:
+            raise CLIError(f"unknown node {node!r}: no node of {graph.name} has this id") from None
+    try:
+        v = int(node)
+    except ValueError:
+        raise CLIError(f"unknown node {node!r}; node ids of {graph.name} run from 0 to {graph.num_nodes - 1}") from None
+    if not 0 <= v < graph.num_nodes:
+        raise CLIError(f"unknown node {node!r}; node ids of {graph.name} run from 0 to {graph.num_nodes - 1}")
+    return v
+
+
+def _tool_args(**kw) -> dict:
+    return {k: v for k, v in kw.items() if v is not None and v != []}
+
+
+def cmd_search(args) -> int:
+    from ark.tools import SEARCH
+
+    _, graph, tools = open_tools(args)
+    return _show(tools.call(SEARCH, _tool_args(query=args.query, k=args.k, node_types=args.type)), graph)
+
+
+def cmd_neighbors(args) -> int:
+    from ark.tools import NEIGHBORS
+
+    _, graph, tools = open_tools(args)
+    v = resolve_node(graph, args.node)
+    return _show(tools.call(NEIGHBORS, _tool_args(node_id=v, query=args.query, k=args.k, node_types=args.type,
+                                                  relations=args.relation)), graph)
+
+
+def load_backbone(name: str, base_url: str | None = None, model: str | None = None):
+    """A `BackboneConfig` from ``conf/backbone/<name>.yaml``, with ``base_url``/``model`` replaced when
+    given (any OpenAI-compatible endpoint)."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    choices = sorted(p.stem for p in (CONF_DIR / "backbone").glob("*.yaml"))
+    if name not in choices:
+        raise CLIError(f"unknown backbone {name!r}; valid backbones: {', '.join(choices)}")
+    node = OmegaConf.load(CONF_DIR / "backbone" / f"{name}.yaml")
+    if base_url:
+        node.base_url = base_url
+    if model:
+        node.model = model
+    return instantiate(node)
+
+
+def cmd_ask(args) -> int:
+    from ark.ask import ask
+
+    source, graph, tools = open_tools(args)
+    backbone = load_backbone(args.backbone, args.base_url, args.model)
+    cache = None if args.no_cache else str(Path(args.root) / "cache" / "llm" / f"{backbone.name}.sqlite")
+    return ask(args.question, graph, tools, backbone, n_agents=args.agents, t_max=args.steps, top=args.top,
+               llm_cache=cache, full=args.full)
+
+
+def cmd_mcp(args) -> int:
+    from ark.mcp_server import build_server
+
+    _, graph, tools = open_tools(args)
+    build_server(tools, name=f"ark-{graph.name}").run("stdio")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -114,6 +231,59 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", action="store_true", help="also build the BM25 index the tools use")
     p.add_argument("--no-queries", action="store_true", help="do not read the query sets")
     p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("export", help="write a graph (and its queries) in the tables format",
+                       description="Write nodes, edges, queries and graph.json to a new folder; "
+                                   "loading it back gives the same documents, neighbors and queries.")
+    _add_graph_args(p)
+    p.add_argument("--out", "-o", required=True, help="the folder to write (must be new or empty)")
+    p.add_argument("--format", "-f", default="parquet", choices=["parquet", "csv", "jsonl"],
+                   help="table format (default: parquet)")
+    p.add_argument("--no-queries", action="store_true", help="leave the queries out")
+    p.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("search", help="search_graph, printed as the agent reads it",
+                       description="BM25 search over every node's document: the agent's search_graph tool.")
+    p.add_argument("query", help="keywords")
+    _add_graph_args(p)
+    p.add_argument("-k", type=int, default=None, help="number of nodes (default: the tool's, 5)")
+    p.add_argument("--type", "-t", action="append", default=[], help="only nodes of this type (repeatable)")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("neighbors", help="explore_neighbors, printed as the agent reads it",
+                       description="The one-hop neighbors of NODE in both directions: the agent's "
+                                   "explore_neighbors tool. NODE is the graph's own id (a tables graph's "
+                                   "id column) or the internal id shown in brackets.")
+    p.add_argument("node", help="node id")
+    _add_graph_args(p)
+    p.add_argument("--query", "-q", default=None, help="rank the neighbors by BM25 of these keywords")
+    p.add_argument("--type", "-t", action="append", default=[], help="only neighbors of this type (repeatable)")
+    p.add_argument("--relation", "-r", action="append", default=[], help="only this relation (repeatable)")
+    p.add_argument("-k", type=int, default=None, help="number of neighbors (default: the tool's, 20)")
+    p.set_defaults(func=cmd_neighbors)
+
+    p = sub.add_parser("ask", help="run ARK on one question, live",
+                       description="Run n ARK agents on one question and show each tool call and "
+                                   "observation as it happens, then the fused ranked answer.")
+    p.add_argument("question")
+    _add_graph_args(p)
+    p.add_argument("--backbone", "-b", default="local",
+                   help="a conf/backbone name (default: local, llama.cpp started for the call)")
+    p.add_argument("--base-url", default=None, help="any OpenAI-compatible endpoint, e.g. http://host:8000/v1")
+    p.add_argument("--model", default=None, help="the model name to request from that endpoint")
+    p.add_argument("--agents", "-n", type=int, default=3, help="parallel agents (default: 3)")
+    p.add_argument("--steps", type=int, default=20, help="T_max, steps per agent (default: 20)")
+    p.add_argument("--top", type=int, default=10, help="answers shown (default: 10)")
+    p.add_argument("--full", action="store_true", help="show whole observations, not their first lines")
+    p.add_argument("--no-cache", action="store_true", help="do not answer from or write the LLM cache")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("mcp", help="serve search_graph and explore_neighbors over MCP (stdio)",
+                       description="A Model Context Protocol server on stdin/stdout exposing the agent's "
+                                   "two graph tools with the same schemas and observation text.")
+    _add_graph_args(p)
+    p.set_defaults(func=cmd_mcp)
     return parser
 
 

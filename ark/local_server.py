@@ -18,6 +18,7 @@ Needs ``requirements-local.txt`` (llama-cpp-python compiles from source: 15 min 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +219,24 @@ class LocalServer:
     def __repr__(self) -> str:
         state = "running" if self.process and self.process.poll() is None else "stopped"
         return f"LocalServer({self.config.chat_format!r}, port={self.port}, {state}, log={self.log_path})"
+
+
+@contextlib.contextmanager
+def serving(backbone):
+    """Start a `LocalServer` on the backbone's port for the duration of the block when its provider is
+    "local" and nothing answers there yet; otherwise do nothing (experiments/run.py, ``ark ask``)."""
+    if backbone is None or getattr(backbone, "provider", None) != "local":
+        yield None
+        return
+    url = urllib.parse.urlparse(backbone.base_url)
+    try:
+        urllib.request.urlopen(f"{backbone.base_url.rstrip('/')}/models", timeout=2).close()
+        yield None                      # a server is already there (e.g. python -m ark.local_server)
+        return
+    except OSError:
+        pass
+    with LocalServer(port=url.port, model_alias=backbone.model) as server:
+        yield server
 
 
 def main(argv: list[str] | None = None) -> None:

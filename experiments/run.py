@@ -17,13 +17,10 @@ the factories below (`build_ark`, `build_bm25`).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
 import os
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +29,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ark import compare, runner
+from ark.local_server import serving
 from ark.logger import redact
 from ark.rundir import RunDir
 
@@ -104,25 +102,8 @@ def check_prerequisites(cfg: DictConfig, source=None) -> None:
         raise SystemExit("the run cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-@contextlib.contextmanager
-def local_server_for(backbone):
-    """Start ark.local_server on the backbone's port for the run when provider is "local" and nothing
-    answers there yet; otherwise do nothing."""
-    if backbone is None or getattr(backbone, "provider", None) != "local":
-        yield None
-        return
-    url = urllib.parse.urlparse(backbone.base_url)
-    try:
-        urllib.request.urlopen(f"{backbone.base_url.rstrip('/')}/models", timeout=2).close()
-        yield None                      # a server is already there (e.g. python -m ark.local_server)
-        return
-    except OSError:
-        pass
-    from ark.local_server import LocalServer
-
-    with LocalServer(port=url.port, model_alias=backbone.model) as server:
-        log.info("started the local LLM server at %s", server.base_url)
-        yield server
+# Start ark.local_server for a `local` backbone when nothing answers on its port (shared with `ark ask`).
+local_server_for = serving
 
 
 def _check_same_run(out: Path, info: dict[str, Any]) -> None:

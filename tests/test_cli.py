@@ -1,0 +1,172 @@
+"""The ``ark`` command line and the MCP server: what a person or an MCP client sees is what the agent
+sees; bad values are one line with the valid choices."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from ark.cli import main
+from ark.tables import TablesSource
+from ark.text_index import load_index
+from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
+
+REPO = Path(__file__).resolve().parents[1]
+KG = REPO / "tests" / "data" / "tables_kg"
+
+
+@pytest.fixture()
+def root(tmp_path):
+    return str(tmp_path / "data")
+
+
+@pytest.fixture()
+def agent_tools(root):
+    """The tools exactly as a run builds them for this graph."""
+    source = TablesSource(KG, root=root)
+    graph = source.graph()
+    return ToolSet(graph, load_index(graph, source.cache_dir), ToolConfig())
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_search_prints_the_agents_observation(capsys, root, agent_tools):
+    code, out, err = run_cli(capsys, "search", "sparse retrieval BM25", "--graph", str(KG), "--root", root, "-k", "3")
+    assert code == 0
+    assert out == agent_tools.call(SEARCH, {"query": "sparse retrieval BM25", "k": 3}).observation + "\n"
+    assert out.splitlines()[1].startswith("[0] Sparse Retrieval Revisited (paper)")
+    assert err.strip().splitlines()[-1].startswith("external ids: [0] P1")
+
+
+def test_neighbors_by_external_id_with_filters(capsys, root, agent_tools):
+    code, out, _ = run_cli(capsys, "neighbors", "A2", "--graph", str(KG), "--root", root, "--type", "paper",
+                           "--relation", "writes", "--query", "tools")
+    assert code == 0
+    want = agent_tools.call(NEIGHBORS, {"node_id": agent_tools.graph.node_index("A2"), "query": "tools",
+                                        "node_types": ["paper"], "relations": ["writes"]}).observation
+    assert out == want + "\n" and "showing 3 of 3 neighbors matching the filters" in out
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["search", "x", "--type", "book"], r"unknown node type \"book\" in node_types; valid node types: \"paper\", \"author\""),
+    (["neighbors", "Z9"], r"unknown node 'Z9': no node of tables_kg has this id"),
+    (["neighbors", "A2", "--relation", "knows"], r"unknown relation \"knows\" in relations; valid relations: \"writes\""),
+])
+def test_bad_values_are_one_line_with_the_choices(capsys, root, argv, pattern):
+    code, out, err = run_cli(capsys, *argv, "--graph", str(KG), "--root", root)
+    assert code == 2 and out == ""
+    lines = [line for line in err.splitlines() if line.strip() and "index" not in line.lower()]
+    assert len(lines) == 1 and re.search(pattern, lines[0]), err
+
+
+def test_unknown_graph_and_backbone_name_the_choices(capsys, root):
+    code, _, err = run_cli(capsys, "build", "--graph", "wikidata", "--root", root)
+    assert code == 2 and err.strip() == ("ark build: error: unknown graph 'wikidata'; valid graphs: amazon, demo, "
+                                         "mag, prime, tables, or a folder with nodes and edges tables")
+    code, _, err = run_cli(capsys, "ask", "q", "--graph", str(KG), "--root", root, "--backbone", "gpt-5")
+    assert code == 2 and re.fullmatch(r"ark ask: error: unknown backbone 'gpt-5'; valid backbones: .*gpt-4\.1.*local.*\n", err)
+    with pytest.raises(SystemExit) as e:
+        main(["export", "--graph", str(KG), "--out", "x", "--format", "xml"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "invalid choice: 'xml'" in err and "'parquet', 'csv', 'jsonl'" in err
+
+
+def test_help_on_every_command(capsys):
+    for cmd in ("build", "export", "search", "neighbors", "ask", "mcp"):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--help"])
+        assert e.value.code == 0 and "--graph" in capsys.readouterr().out
+
+
+def test_build_and_export_commands(capsys, root, tmp_path):
+    code, out, _ = run_cli(capsys, "build", "--graph", "tables", "--set", f"path={KG}", "--set", "name=kg2",
+                           "--root", root, "--index")
+    stats = json.loads(out)
+    assert code == 0 and stats["name"] == "kg2" and stats["nodes"] == 37
+    assert stats["queries_per_split"] == {"test": 5, "train": 2, "val": 2}
+    assert (Path(root) / "cache" / "kg2" / "bm25").is_dir()
+    code, out, _ = run_cli(capsys, "export", "--graph", str(KG), "--root", root, "--out", str(tmp_path / "o"),
+                           "--format", "csv")
+    assert code == 0 and out.strip().endswith(f"to {tmp_path / 'o'}")
+    assert TablesSource(tmp_path / "o", root=root).graph().num_edges == 63
+
+
+def test_the_console_script_is_declared():
+    text = (REPO / "pyproject.toml").read_text()
+    assert re.search(r'^\[project\.scripts\]\nark = "ark\.cli:entry"$', text, re.M)
+
+
+# --- ark ask ----------------------------------------------------------------------------------------
+def test_ask_shows_tool_calls_observations_and_the_named_answer(capsys, root):
+    from tests.scripted_server import ScriptedServer
+    from tests.test_runner import search_select_finish
+
+    with ScriptedServer(responder=search_select_finish) as server:
+        code, out, _ = run_cli(capsys, "ask", "sparse retrieval BM25 question answering", "--graph", str(KG),
+                               "--root", root, "--backbone", "scripted", "--base-url", server.base_url,
+                               "--agents", "2", "--steps", "5", "--no-cache")
+    assert code == 0 and server.calls == 4
+    assert 'agent 1 step 1: search_graph {"query": "sparse retrieval BM25 question answering", "k": 5}' in out
+    assert "agent 2 step 2: select" in out
+    assert "[0] Sparse Retrieval Revisited (paper) score=" in out           # the observation, live
+    row = next(line for line in out.splitlines() if "P1 (0)" in line)
+    assert "Sparse Retrieval Revisited" in row and "paper" in row and "2/2" in row
+    assert "stop reasons: finish, finish" in out
+
+
+# --- ark mcp, through the SDK's own stdio client -----------------------------------------------------
+def test_mcp_server_over_stdio(root, agent_tools):
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ark", "mcp", "--graph", str(KG), "--root", root],
+                                   env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(REPO))
+    got = {}
+
+    async def session():
+        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                got["tools"] = (await s.list_tools()).tools
+                got["search"] = await s.call_tool(SEARCH, {"query": "rare disease phenotypes", "k": 3})
+                got["neighbors"] = await s.call_tool(NEIGHBORS, {"node_id": 4, "query": "gene"})
+                got["bad"] = [await s.call_tool(NEIGHBORS, a) for a in
+                              ({"node_id": 999}, {"node_id": 1, "node_types": ["book"]}, {"query": "x"},
+                               {"node_id": 1, "bogus": 1})]
+                got["unknown"] = await s.call_tool("delete_graph", {})
+                got["after"] = await s.call_tool(SEARCH, {"query": "agents"})      # still serving
+
+    anyio.run(session)
+    tools = {t.name: t for t in got["tools"]}
+    specs = {t["function"]["name"]: t["function"] for t in agent_tools.openai_tools()}
+    assert set(tools) == set(specs) == {SEARCH, NEIGHBORS}
+    for name, spec in specs.items():
+        assert tools[name].input_schema == spec["parameters"] and tools[name].description == spec["description"]
+    assert not got["search"].is_error
+    assert got["search"].content[0].text == agent_tools.call(SEARCH, {"query": "rare disease phenotypes", "k": 3}).observation
+    assert got["neighbors"].content[0].text == agent_tools.call(NEIGHBORS, {"node_id": 4, "query": "gene"}).observation
+    texts = [r.content[0].text for r in got["bad"]]
+    assert all(r.is_error for r in got["bad"])
+    assert "node_id 999 does not exist; node ids run from 0 to 36" in texts[0]
+    assert 'unknown node type "book" in node_types; valid node types: "paper"' in texts[1]
+    assert "missing required argument node_id for explore_neighbors" in texts[2]
+    assert "bogus" in texts[3]
+    assert got["unknown"].is_error and "delete_graph" in got["unknown"].content[0].text
+    assert not got["after"].is_error and got["after"].content[0].text.startswith('search_graph query="agents"')
+
+
+def test_python_dash_m_ark_runs_the_cli():
+    done = subprocess.run([sys.executable, "-m", "ark", "--help"], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and all(c in done.stdout for c in ("build", "export", "search", "neighbors", "ask", "mcp"))
