@@ -180,32 +180,32 @@ def _first_null(arr) -> int | None:
     return None
 
 
-def _ids(table: pa.Table, column: str, path: Path) -> tuple[np.ndarray, str]:
-    """A column of ids as a numpy array (int64 or object of str) and its kind ("int" or "str")."""
+def _ids(table: pa.Table, column: str, path: Path) -> tuple[pa.Array, str]:
+    """A column of ids as an Arrow array (int64 or large_string) and its kind ("int" or "str")."""
     arr = table.column(column)
     row = _first_null(arr)
     if row is not None:
         raise TablesError(f"{_where(path, row, column)}: missing id")
     t = arr.type
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     if pa.types.is_integer(t):
-        return arr.to_numpy().astype(np.int64), "int"
+        return arr.cast(pa.int64()), "int"
     if pa.types.is_floating(t):
         values = arr.to_numpy()
         bad = np.flatnonzero(values != np.floor(values))
         if len(bad):
             raise TablesError(f"{_where(path, int(bad[0]), column)}: id {values[bad[0]]!r} is not an integer or string")
-        return values.astype(np.int64), "int"
+        return pa.array(values.astype(np.int64)), "int"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         strings = arr.cast(pa.large_string())
         if FORMATS.get(path.suffix.lower()) == "csv":
             ints = pc.match_substring_regex(strings, r"^\s*-?\d{1,18}\s*$")
             if pc.all(ints).as_py() and len(strings):
-                return pc.cast(pc.utf8_trim_whitespace(strings), pa.int64()).to_numpy(), "int"
-        values = np.asarray(strings.to_numpy(zero_copy_only=False), dtype=object)
+                return pc.cast(pc.utf8_trim_whitespace(strings), pa.int64()), "int"
         empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(strings)), 0)
         if pc.any(empty).as_py():
             raise TablesError(f"{_where(path, int(pc.index(empty, True).as_py()), column)}: empty id")
-        return values, "str"
+        return strings, "str"
     raise TablesError(f"{_where(path, None, column)}: ids must be strings or integers, not {t}")
 
 
@@ -228,20 +228,32 @@ def _texts(table: pa.Table, column: str, path: Path, what: str, allow_empty: boo
     return arr
 
 
-def _check_same_kind(kind: str, node_kind: str, path: Path, column: str, values: np.ndarray,
+def _check_same_kind(kind: str, node_kind: str, path: Path, column: str, values: pa.Array,
                      nodes_path: Path) -> None:
     if kind != node_kind:
         raise TablesError(f"{_where(path, 0, column)}: mixed id types: {column} holds {kind} ids "
-                          f"(e.g. {values[0]!r}) but {nodes_path.name} has {node_kind} ids")
+                          f"(e.g. {values[0].as_py()!r}) but {nodes_path.name} has {node_kind} ids")
 
 
-def _lookup(index: pd.Index, values: np.ndarray, path: Path, column: str, what: str) -> np.ndarray:
-    pos = index.get_indexer(values)
-    bad = np.flatnonzero(pos < 0)
-    if len(bad):
-        raise TablesError(f"{_where(path, int(bad[0]), column)}: {what} {values[bad[0]]!r} is not a node id "
-                          f"({len(bad)} such row{'s' if len(bad) > 1 else ''})")
-    return pos.astype(np.int64)
+def _check_unique(ids: pa.Array, path: Path, what: str) -> None:
+    if pc.count_distinct(ids).as_py() == len(ids):
+        return
+    values = pd.Series(ids.to_pylist())
+    row = int(np.flatnonzero(values.duplicated(keep="first").to_numpy())[0])
+    first = int(np.flatnonzero((values == values[row]).to_numpy())[0])
+    raise TablesError(f"{_where(path, row, 'id')}: duplicate {what} id {values[row]!r} (first at row {first + 1})")
+
+
+def _lookup(node_ids: pa.Array, values: pa.Array, path: Path, column: str, what: str) -> np.ndarray:
+    """Position in ``node_ids`` of each of ``values`` (hash lookup in Arrow, no Python objects)."""
+    pos = pc.index_in(values, value_set=node_ids)
+    missing = pc.is_null(pos)
+    if pc.any(missing).as_py():
+        row = int(pc.index(missing, True).as_py())
+        n = int(pc.sum(missing).as_py())
+        raise TablesError(f"{_where(path, row, column)}: {what} {values[row].as_py()!r} is not a node id "
+                          f"({n} such row{'s' if n > 1 else ''})")
+    return pos.to_numpy().astype(np.int64)
 
 
 def _vocabulary(values: pa.Array, order: Sequence[str] | None, path: Path, column: str, kind: str
@@ -375,13 +387,7 @@ class TablesSource(GraphSource):
         npath, epath = self.nodes_path, self.edges_path
         nodes = read_table(npath, NODE_COLUMNS, ("id",))
         node_ids, kind = _ids(nodes, "id", npath)
-        index = pd.Index(node_ids)
-        if not index.is_unique:
-            dup = index.duplicated(keep="first")
-            row = int(np.flatnonzero(dup)[0])
-            first = int(np.flatnonzero(index == node_ids[row])[0])
-            raise TablesError(f"{_where(npath, row, 'id')}: duplicate node id {node_ids[row]!r} "
-                              f"(first at row {first + 1})")
+        _check_unique(node_ids, npath, "node")
         types = _texts(nodes, "type", npath, "type")
         names = _texts(nodes, "name", npath, "name", allow_empty=True)
         texts = _texts(nodes, "text", npath, "text")
@@ -390,27 +396,28 @@ class TablesSource(GraphSource):
         del nodes, texts
 
         edges = read_table(epath, EDGE_COLUMNS, ("src", "dst"))
-        endpoints = []
+        endpoints, identity = [], None
         for column in ("src", "dst"):
             values, ekind = _ids(edges, column, epath)
             if len(values):
                 _check_same_kind(ekind, kind, epath, column, values, npath)
-            identity = kind == "int" and len(node_ids) and node_ids[0] == 0 and \
-                np.array_equal(node_ids, np.arange(len(node_ids)))
-            if identity and len(values) and (values.min() >= 0 and values.max() < len(node_ids)):
-                endpoints.append(values.astype(np.int64))
+            if kind == "int" and identity is None:  # ids 0..N-1 in order: an id is its row
+                identity = bool(np.array_equal(node_ids.to_numpy(), np.arange(len(node_ids))))
+            v = values.to_numpy() if kind == "int" else None
+            if identity and len(values) and v.min() >= 0 and v.max() < len(node_ids):
+                endpoints.append(v.astype(np.int64))
             else:
-                endpoints.append(_lookup(index, values, epath, column, "edge endpoint"))
+                endpoints.append(_lookup(node_ids, values, epath, column, "edge endpoint"))
         relations = _texts(edges, "relation", epath, "relation")
         rel_names, rel_codes = _vocabulary(relations, self.settings.get("relations"), epath, "relation", "relation")
         del edges, relations
-        cands = self._candidates(type_names, type_codes, index, npath)
-        ext = node_ids if kind == "int" else pa.array(node_ids, pa.large_string())
+        cands = self._candidates(type_names, type_codes, node_ids, kind, npath)
+        ext = node_ids.to_numpy() if kind == "int" else node_ids
         return KnowledgeGraph.from_edges(self.name, type_names, type_codes, names, docs, rel_names,
                                          endpoints[0], endpoints[1], rel_codes, candidate_ids=cands,
                                          external_ids=ext)
 
-    def _candidates(self, type_names: list[str], type_codes: np.ndarray, index: pd.Index, npath: Path):
+    def _candidates(self, type_names: list[str], type_codes: np.ndarray, node_ids: pa.Array, kind: str, npath: Path):
         if self.candidate_types is not None:
             unknown = [t for t in self.candidate_types if t not in type_names]
             if unknown:
@@ -419,8 +426,8 @@ class TablesSource(GraphSource):
             wanted = np.array([type_names.index(t) for t in self.candidate_types], dtype=np.int64)
             return np.flatnonzero(np.isin(type_codes, wanted)).astype(np.int64)
         if "candidates" in self.settings:
-            values = np.asarray(self.settings["candidates"], dtype=np.int64 if pd.api.types.is_integer_dtype(index.dtype) else object)
-            return np.sort(_lookup(index, values, self.folder / SETTINGS_FILE, "candidates", "candidate"))
+            values = pa.array(self.settings["candidates"], pa.int64() if kind == "int" else pa.large_string())
+            return np.sort(_lookup(node_ids, values, self.folder / SETTINGS_FILE, "candidates", "candidate"))
         return None
 
     # ------------------------------------------------------------------ queries
@@ -432,30 +439,33 @@ class TablesSource(GraphSource):
         graph = self.graph()
         path = self.queries_path
         table = read_table(path, QUERY_COLUMNS, ("id",))
-        qids, qkind = _ids(table, "id", path)
-        qindex = pd.Index(qids)
-        if not qindex.is_unique:
-            row = int(np.flatnonzero(qindex.duplicated(keep="first"))[0])
-            raise TablesError(f"{_where(path, row, 'id')}: duplicate query id {qids[row]!r}")
+        qid_array, qkind = _ids(table, "id", path)
+        _check_unique(qid_array, path, "query")
+        qids = np.array(qid_array.to_pylist(), dtype=object)
         if qkind == "str":
             bad = [i for i, q in enumerate(qids) if "/" in q or "\\" in q or q.startswith(".")]
             if bad:
                 raise TablesError(f"{_where(path, bad[0], 'id')}: query id {qids[bad[0]]!r} cannot name a file "
                                   "(no '/', '\\' or leading '.')")
         texts = _texts(table, "query", path, "query").to_pylist()
-        ext = _external_index(graph)
+        ext = _external_ids(graph)
         node_kind = "str" if graph.has_external_ids and graph.meta.get("external_id_type") == "str" else "int"
         is_csv = FORMATS.get(path.suffix.lower()) == "csv"
         answers_col = table.column("answers").to_pylist()
         splits_col = table.column("split").to_pylist() if "split" in table.column_names else [None] * len(qids)
-        queries, splits = {}, {}
-        for row, (qid, text, answers, split) in enumerate(zip(qids.tolist(), texts, answers_col, splits_col)):
-            ids = self._answers(answers, row, path, is_csv, node_kind)
-            pos = ext.get_indexer(np.asarray(ids, dtype=object if node_kind == "str" else np.int64))
-            if (pos < 0).any():
-                bad = ids[int(np.flatnonzero(pos < 0)[0])]
-                raise TablesError(f"{_where(path, row, 'answers')}: answer {bad!r} is not a node id")
-            queries[qid] = Query(qid, text, tuple(int(p) for p in pos))
+        answers = [self._answers(a, row, path, is_csv, node_kind) for row, a in enumerate(answers_col)]
+        flat = pa.array([a for row in answers for a in row], pa.int64() if node_kind == "int" else pa.large_string())
+        pos = pc.index_in(flat, value_set=ext)
+        missing = pc.is_null(pos)
+        if pc.any(missing).as_py():
+            k = int(pc.index(missing, True).as_py())
+            row = int(np.searchsorted(np.cumsum([len(a) for a in answers]), k, side="right"))
+            raise TablesError(f"{_where(path, row, 'answers')}: answer {flat[k].as_py()!r} is not a node id")
+        pos = pos.to_numpy().astype(np.int64)
+        queries, splits, at = {}, {}, 0
+        for row, (qid, text, ids, split) in enumerate(zip(qids.tolist(), texts, answers, splits_col)):
+            queries[qid] = Query(qid, text, tuple(int(p) for p in pos[at:at + len(ids)]))
+            at += len(ids)
             for s in _split_names(split, row, path):
                 splits.setdefault(s, []).append(qid)
         return QuerySet(self.name, queries, splits)
@@ -511,13 +521,12 @@ def _split_names(value, row: int, path: Path) -> list[str]:
     return names or [DEFAULT_SPLIT]
 
 
-def _external_index(graph: KnowledgeGraph) -> pd.Index:
+def _external_ids(graph: KnowledgeGraph) -> pa.Array:
+    """The graph's external ids as an Arrow array (int64 or large_string), in node order."""
     if not graph.has_external_ids:
-        return pd.Index(np.arange(graph.num_nodes, dtype=np.int64))
-    col = graph._texts.column("external_id")
-    if graph.meta.get("external_id_type") == "int":
-        return pd.Index(pc.cast(col, pa.int64()).to_numpy())
-    return pd.Index(np.asarray(col.to_numpy(), dtype=object))
+        return pa.array(np.arange(graph.num_nodes, dtype=np.int64))
+    col = graph._texts.column("external_id").combine_chunks()
+    return pc.cast(col, pa.int64()) if graph.meta.get("external_id_type") == "int" else col
 
 
 def _hash(*parts: str) -> str:
