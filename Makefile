@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: help install install-local install-distill demo test test-integration test-comparison \
         test-distill test-all table1 reproduce-table1 table1-demo figures viewer bench bench-graph \
-        bench-tools bench-agent bench-runner bench-attribution clean
+        bench-tools bench-agent bench-runner bench-attribution bench-tables clean
 
 help:
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -98,4 +98,7 @@ bench-runner: $(VENV)/.core ## whole runner over 1,000 demo queries (scripted 20
 bench-attribution: $(VENV)/.core ## failure attribution over 1,000 queries' trajectories vs loading them
 	$(PY) scripts/bench_attribution.py
 
-bench: bench-graph bench-tools bench-agent bench-runner bench-attribution
+bench-tables: $(VENV)/.core ## tables vs STaRK-file build and sweep-job cold start at MAG scale (~9 GiB; SCALE=0.01 quick)
+	$(PY) scripts/bench_tables.py --scale $(or $(SCALE),1.0)
+
+bench: bench-graph bench-tools bench-agent bench-runner bench-attribution bench-tables

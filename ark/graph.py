@@ -13,9 +13,10 @@ Cache layout (``save``/``load``): ``indptr.npy``, ``nbr.npy``, ``rel.npy``, ``ou
 ``nbr_type.npy`` (the neighbor's node type per CSR row, int8/int16, so a type filter reads the row's
 slice sequentially instead of gathering ``node_types`` at random), ``node_types.npy``,
 ``candidate_ids.npy`` (memory-mapped on load), ``texts.arrow`` (Arrow IPC file
-with columns ``name`` and ``text``, memory-mapped) and ``meta.json``, written last, with the
+with columns ``name``, ``text`` and, when the source has ids of its own, ``external_id``; memory-mapped)
+and ``meta.json``, written last, with the
 vocabularies, the sizes and a checksum per file. A truncated or corrupted cache raises
-`CacheError`; `ark.dataset.load_graph` then rebuilds it.
+`CacheError`; a graph source (`ark.sources`) then rebuilds it.
 
 Run ``python -m ark.graph <cache dir>`` to print a cached graph's statistics.
 """

@@ -40,7 +40,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -126,6 +125,8 @@ def _csv_header(path: Path) -> list[str]:
 
 
 def _read_jsonl(path: Path, id_columns: Sequence[str]) -> pa.Table:
+    import pandas as pd  # here: a job that only loads a cached graph never pays its import
+
     df = pd.read_json(path, lines=True, dtype=False, convert_dates=False)
     columns = {}
     for c in df.columns:
@@ -238,6 +239,8 @@ def _check_same_kind(kind: str, node_kind: str, path: Path, column: str, values:
 def _check_unique(ids: pa.Array, path: Path, what: str) -> None:
     if pc.count_distinct(ids).as_py() == len(ids):
         return
+    import pandas as pd
+
     values = pd.Series(ids.to_pylist())
     row = int(np.flatnonzero(values.duplicated(keep="first").to_numpy())[0])
     first = int(np.flatnonzero((values == values[row]).to_numpy())[0])

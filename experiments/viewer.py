@@ -83,12 +83,21 @@ def build_view(run_dir: Path | str, limit: int | None = None, max_observation_ch
             "latency_s": p.get("latency_s"), "prompt_tokens": p.get("prompt_tokens"),
             "completion_tokens": p.get("completion_tokens"), "cost_usd": p.get("cost_usd"),
             "gold": rundir.gold(p), "ranking": rundir.ranking(p), "attribution": attr,
+            "external": _external_ids(p),
             "agents": [{"agent_index": t.get("agent_index", i), "stop_reason": t.get("stop_reason"),
                         "error": t.get("error"), "selected": t.get("selected") or [],
                         "tool_counts": counts[i] if i < len(counts) else {},
                         "steps": _steps(t, max_observation_chars)}
                        for i, t in enumerate(trajs)]})
     return {"run": str(run.path), "config": run.config, "summary": run.metrics, "queries": queries}
+
+
+def _external_ids(rec: dict) -> dict[str, str]:
+    """Node id -> the graph's own id, for graphs that have them (tables graphs record
+    ranking_external/gold_external beside ranking/gold)."""
+    pairs = [*zip(rec.get("ranking") or [], rec.get("ranking_external") or []),
+             *zip(rec.get("gold") or [], rec.get("gold_external") or [])]
+    return {str(int(i)): str(e) for i, e in pairs}
 
 
 _CSS = """
@@ -116,8 +125,10 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 const fmt = v => (v == null ? '–' : (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : String(v)));
+let EXT = {};  // node id -> the graph's own id (tables graphs), for the query shown
 function nodes(ids, gold) {
-  return el('span', {}, (ids || []).map(i => el('span', {class: 'node' + (gold.has(i) ? ' gold' : ''), 'data-node': i}, i)));
+  return el('span', {}, (ids || []).map(i => el('span', {class: 'node' + (gold.has(i) ? ' gold' : ''), 'data-node': i,
+    title: EXT[i] || ''}, EXT[i] ? i + ' ' + EXT[i] : i)));
 }
 function marked(text, gold) {
   // the observation as text nodes, with every "[id]" of a gold node wrapped in <mark class="gold">
@@ -161,6 +172,7 @@ function showQuery(qid) {
   if (!q) return;
   document.querySelectorAll('tr.q').forEach(r => r.classList.toggle('active', r.dataset.qid === String(qid)));
   const gold = new Set(q.gold);
+  EXT = q.external || {};
   const d = document.getElementById('detail');
   d.replaceChildren();
   d.append(el('h2', {}, 'Query ' + q.query_id), el('p', {}, q.query));

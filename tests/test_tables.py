@@ -283,3 +283,10 @@ def test_run_on_the_tables_graph_end_to_end(tmp_path):
     assert q1["gold_external"] == ["P1"] and q1["ranking_external"][0] == "P1"    # BM25 finds it first
     assert summary["metrics"]["hit@1"]["mean"] > 0
     assert (out / "trajectories" / "q1.json").exists()
+    from experiments.viewer import build_view, render_html
+
+    view = {q["query_id"]: q for q in build_view(out)["queries"]}       # the viewer names the external ids
+    assert set(view) == {"q1", "q2", "q3", "q4", "q8"}
+    assert view["q1"]["external"]["0"] == "P1"
+    assert {view["q2"]["external"][str(g)] for g in view["q2"]["gold"]} == {"P2", "P6", "P11"}
+    assert "EXT[i] ? i + ' ' + EXT[i]" in render_html(build_view(out))
