@@ -24,7 +24,8 @@ EXPECTED = {"01_budget_heatmaps": ["fig2_budget_heatmaps.png", "fig2_budget_heat
             "02_tool_use": ["fig3_tool_use.png", "fig3_tool_use.pdf"],
             "03_neighbor_calls": ["fig5_neighbor_calls.png", "fig5_neighbor_calls.csv"],
             "04_toolset_ablation": ["table2_ablation.md", "table2_ablation.tex"],
-            "05_backbones": ["fig4_backbones.png", "table_backbones.md"]}
+            "05_backbones": ["fig4_backbones.png", "table_backbones.md"],
+            "06_attribution": ["fig_attribution.png", "fig_attribution.csv"]}
 
 
 @pytest.fixture(scope="module")
