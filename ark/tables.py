@@ -82,9 +82,12 @@ def find_table(folder: Path, stem: str, required: bool = True) -> Path | None:
     return found[0]
 
 
-def read_table(path: Path | str, required: Sequence[str], id_columns: Sequence[str] = ()) -> pa.Table:
+def read_table(path: Path | str, required: Sequence[str], id_columns: Sequence[str] = (),
+               dictionary: Sequence[str] = ()) -> pa.Table:
     """Read a Parquet, CSV or JSONL file into an Arrow table and check its required columns. In CSV the
-    ``id_columns`` are read as text (`_ids` then decides whether they are integers)."""
+    ``id_columns`` are read as text (`_ids` then decides whether they are integers). Parquet string
+    columns named in ``dictionary`` are read dictionary-encoded (as stored): an edge table's 40M ids
+    then cost one lookup per distinct id, not one per row."""
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -95,7 +98,10 @@ def read_table(path: Path | str, required: Sequence[str], id_columns: Sequence[s
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            table = pq.read_table(path)
+            schema = pq.read_schema(path)
+            as_dict = [c for c in dictionary if c in schema.names
+                       and (pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type))]
+            table = pq.read_table(path, read_dictionary=as_dict)
         elif fmt == "csv":
             import pyarrow.csv as pacsv
 
@@ -188,6 +194,8 @@ def _ids(table: pa.Table, column: str, path: Path) -> tuple[pa.Array, str]:
     if row is not None:
         raise TablesError(f"{_where(path, row, column)}: missing id")
     t = arr.type
+    if pa.types.is_dictionary(t):
+        return _dictionary(arr, path, column, "id"), "str"
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     if pa.types.is_integer(t):
         return arr.cast(pa.int64()), "int"
@@ -210,11 +218,28 @@ def _ids(table: pa.Table, column: str, path: Path) -> tuple[pa.Array, str]:
     raise TablesError(f"{_where(path, None, column)}: ids must be strings or integers, not {t}")
 
 
+def _dictionary(arr, path: Path, column: str, what: str) -> pa.DictionaryArray:
+    """One dictionary array with large_string values, every value used, none empty."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.unify_dictionaries().combine_chunks() if arr.num_chunks else pa.array([], arr.type)
+    values = arr.dictionary.cast(pa.large_string())
+    indices = arr.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    used, codes = np.unique(indices, return_inverse=True)
+    values = values.take(pa.array(used))
+    empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(values)), 0)
+    if pc.any(empty).as_py():
+        code = int(pc.index(empty, True).as_py())
+        raise TablesError(f"{_where(path, int(np.flatnonzero(codes == code)[0]), column)}: empty {what}")
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), values)
+
+
 def _texts(table: pa.Table, column: str, path: Path, what: str, allow_empty: bool = False) -> pa.Array:
     arr = table.column(column)
     row = _first_null(arr)
     if row is not None:
         raise TablesError(f"{_where(path, row, column)}: null {what}")
+    if pa.types.is_dictionary(arr.type) and not allow_empty:
+        return _dictionary(arr, path, column, what)
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         try:
@@ -249,6 +274,15 @@ def _check_unique(ids: pa.Array, path: Path, what: str) -> None:
 
 def _lookup(node_ids: pa.Array, values: pa.Array, path: Path, column: str, what: str) -> np.ndarray:
     """Position in ``node_ids`` of each of ``values`` (hash lookup in Arrow, no Python objects)."""
+    if pa.types.is_dictionary(values.type):
+        found = pc.index_in(values.dictionary, value_set=node_ids)
+        if pc.any(pc.is_null(found)).as_py():
+            bad = pc.is_null(pc.take(found, values.indices))
+            row = int(pc.index(bad, True).as_py())
+            n = int(pc.sum(bad).as_py())
+            raise TablesError(f"{_where(path, row, column)}: {what} {values[row].as_py()!r} is not a node id "
+                              f"({n} such row{'s' if n > 1 else ''})")
+        return found.to_numpy().astype(np.int64)[values.indices.to_numpy()]
     pos = pc.index_in(values, value_set=node_ids)
     missing = pc.is_null(pos)
     if pc.any(missing).as_py():
@@ -262,8 +296,11 @@ def _lookup(node_ids: pa.Array, values: pa.Array, path: Path, column: str, what:
 def _vocabulary(values: pa.Array, order: Sequence[str] | None, path: Path, column: str, kind: str
                 ) -> tuple[list[str], np.ndarray]:
     """Names in first-appearance order (or ``order``) and each row's code."""
-    enc = pc.dictionary_encode(values).combine_chunks() if isinstance(values, pa.ChunkedArray) \
-        else pc.dictionary_encode(values)
+    if pa.types.is_dictionary(values.type):
+        enc = values
+    else:
+        enc = pc.dictionary_encode(values).combine_chunks() if isinstance(values, pa.ChunkedArray) \
+            else pc.dictionary_encode(values)
     names = enc.dictionary.to_pylist()
     codes = enc.indices.to_numpy().astype(np.int64)
     if order is None:
@@ -398,7 +435,7 @@ class TablesSource(GraphSource):
         docs = documents(nodes, names, types, texts, self.template, npath)
         del nodes, texts
 
-        edges = read_table(epath, EDGE_COLUMNS, ("src", "dst"))
+        edges = read_table(epath, EDGE_COLUMNS, ("src", "dst"), dictionary=("src", "dst", "relation"))
         endpoints, identity = [], None
         for column in ("src", "dst"):
             values, ekind = _ids(edges, column, epath)

@@ -290,3 +290,24 @@ def test_run_on_the_tables_graph_end_to_end(tmp_path):
     assert view["q1"]["external"]["0"] == "P1"
     assert {view["q2"]["external"][str(g)] for g in view["q2"]["gold"]} == {"P2", "P6", "P11"}
     assert "EXT[i] ? i + ' ' + EXT[i]" in render_html(build_view(out))
+
+
+def test_parquet_edges_are_looked_up_once_per_distinct_id(kg, tmp_path):
+    """Parquet string ids are read dictionary-encoded; the result and the errors are the same."""
+    edges = _edges(kg)
+    (kg / "edges.jsonl").unlink()
+    edges.to_parquet(kg / "edges.parquet")
+    g = source(kg, tmp_path).graph()
+    a2 = g.node_index("A2")
+    assert sorted(g.external_id(int(n)) for n in g.neighbors(a2).nodes) == ["I2", "P11", "P2", "P6"]
+    assert sorted(g.relation_names) == sorted(edges["relation"].unique())
+    edges.loc[[5, 9], "src"] = "A99"
+    edges.to_parquet(kg / "edges.parquet")
+    with pytest.raises(TablesError, match=r"edges\.parquet: row 6, column 'src': edge endpoint 'A99' is not a "
+                                          r"node id \(2 such rows\)"):
+        source(kg, tmp_path, name="other").graph()
+    edges.loc[[5, 9], "src"] = "A1"
+    edges.loc[7, "relation"] = " "
+    edges.to_parquet(kg / "edges.parquet")
+    with pytest.raises(TablesError, match=r"edges\.parquet: row 8, column 'relation': empty relation"):
+        source(kg, tmp_path, name="other2").graph()
