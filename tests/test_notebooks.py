@@ -25,7 +25,8 @@ EXPECTED = {"01_budget_heatmaps": ["fig2_budget_heatmaps.png", "fig2_budget_heat
             "03_neighbor_calls": ["fig5_neighbor_calls.png", "fig5_neighbor_calls.csv"],
             "04_toolset_ablation": ["table2_ablation.md", "table2_ablation.tex"],
             "05_backbones": ["fig4_backbones.png", "table_backbones.md"],
-            "06_attribution": ["fig_attribution.png", "fig_attribution.csv"]}
+            "06_attribution": ["fig_attribution.png", "fig_attribution.csv"],
+            "07_reachability": ["fig_reachability.png", "fig_reachability.csv"]}
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +36,32 @@ def runs_root(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def diagnose_root(tmp_path_factory) -> Path:
+    """reach.json folders written by the real reachability pass over the toy graph."""
+    from ark import reachability as R
+    from ark.stark import Query
+    from ark.text_index import BM25Index
+    from ark.tools import ToolConfig, ToolSet
+    from tests.toy_graph import toy_graph
+
+    root = tmp_path_factory.mktemp("diagnose")
+    graph = toy_graph()
+    toolset = ToolSet(graph, BM25Index.build(graph.texts()), ToolConfig(search_k_max=20))
+    settings = R.ReachSettings(ks=(1, 3))
+    rows, pools = R.reachability(toolset, [Query(1, "hERG", (2, 7, 10, 11)), Query(2, "fibrillin", (3,))], settings)
+    R.write(root / "toy" / "test-full", rows, pools, settings, {"graph": "toy", "split": "test", "ablation": "full"})
+    return root
+
+
 def test_every_notebook_is_covered():
     assert {p.stem for p in NOTEBOOKS} == set(EXPECTED)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_clean(path, runs_root, tmp_path, monkeypatch):
+def test_notebook_runs_clean(path, runs_root, diagnose_root, tmp_path, monkeypatch):
     monkeypatch.setenv("ARK_RUN_DIRS", str(runs_root))
+    monkeypatch.setenv("ARK_DIAGNOSE_DIRS", str(diagnose_root))
     monkeypatch.setenv("ARK_FIGURES_OUT", str(tmp_path / "figs"))
     nb = nbformat.read(path, as_version=4)
     assert any("parameters" in c.metadata.get("tags", []) for c in nb.cells)

@@ -1,0 +1,154 @@
+"""The reachability ceiling (`ark.reachability`, `experiments/diagnose.py`) on the hand-written toy graph.
+
+Expected levels are worked out by hand from tests/toy_graph.py: "hERG" occurs only in KCNH2's text
+(node 5), so search_graph("hERG", k=1) shows [5]; 5's neighbors are 2 (Long QT syndrome) and 7
+(Propranolol); 2's are 5, 7, 10 (Syncope); 7's are 0, 2, 5; 11's are 8 and 10; 9's are 0 and 1.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from ark import reachability as R
+from ark.stark import Query, QuerySet
+from ark.text_index import BM25Index
+from ark.tools import ToolConfig, ToolSet
+from tests.toy_graph import toy_graph
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return toy_graph()
+
+
+@pytest.fixture(scope="module")
+def index(graph):
+    return BM25Index.build(graph.texts())
+
+
+@pytest.fixture(scope="module")
+def toolset(graph, index):
+    return ToolSet(graph, index, ToolConfig(search_k_max=10))
+
+
+def levels(rows, **match):
+    return {r.gold: r.level for r in rows if all(getattr(r, k) == v for k, v in match.items())}
+
+
+def test_each_level_is_the_first_that_holds_the_gold(toolset):
+    s = R.ReachSettings(ks=(1,), neighbors_k=1, filters=("none",))
+    rows, pools = R.query_reach(toolset, 7, "hERG", [2, 7, 10, 11], s)
+    by_gold = {r.gold: r for r in rows}
+    assert levels(rows) == {2: "neighbors", 7: "hop1", 10: "hop2", 11: None}
+    # no neighbor matches "hERG": ties in id order, so 2 is the one neighbor shown (k=1)
+    assert (by_gold[2].neighbor_rank, by_gold[2].via) == (1, 5)
+    assert by_gold[7].via == 5 and by_gold[10].via == 5 and by_gold[11].via is None
+    assert [(p.hits, p.pool1) for p in pools] == [(1, 3)]  # {5, 2, 7}
+
+
+def test_search_level_records_the_rank(toolset):
+    rows, _ = R.query_reach(toolset, 1, "fibrillin microfibrils", [3], R.ReachSettings(ks=(1,), filters=("none",)))
+    assert (rows[0].level, rows[0].search_rank) == ("search", 1)
+
+
+def test_type_filters_on_neighbor_calls_and_on_search(toolset):
+    s = R.ReachSettings(ks=(1,), neighbors_k=1, filters=("none", "neighbors", "all"))
+    rows, pools = R.query_reach(toolset, 0, "hERG", [7], s)
+    # the drug filter lets the one neighbor shown be Propranolol; filtering the search to drugs loses KCNH2
+    assert {r.filter: r.level for r in rows} == {"none": "hop1", "neighbors": "neighbors", "all": None}
+    assert {p.filter: (p.hits, p.pool1) for p in pools} == {"none": (1, 3), "neighbors": (1, 1), "all": (0, 0)}
+
+
+def test_a_smaller_k_equals_its_own_measurement(toolset):
+    """Hits of a small k are reused from the largest k's call: same result as measuring that k alone."""
+    text, gold = "heart disorder fainting", [0, 5, 9, 10]
+    both, _ = R.query_reach(toolset, 0, text, gold, R.ReachSettings(ks=(1, 3)))
+    alone, _ = R.query_reach(toolset, 0, text, gold, R.ReachSettings(ks=(1,)))
+    assert [r for r in both if r.k == 1] == alone
+
+
+def test_summary_averages_shares_per_query(toolset):
+    queries = [Query(1, "hERG", (2, 7, 10, 11)), Query(2, "fibrillin microfibrils", (3,))]
+    s = R.ReachSettings(ks=(1,), neighbors_k=1, filters=("none",))
+    rows, pools = R.reachability(toolset, queries, s)
+    e = R.summarize(rows, pools)["k1"]
+    assert (e["queries"], e["gold"]) == (2, 5)
+    # query 1 reaches 0, 1, 2, 3 of its 4 gold by level; query 2 has its one gold in the search hits
+    assert [e[lv]["recall"] for lv in R.LEVELS] == [0.5, (0.25 + 1) / 2, (0.5 + 1) / 2, (0.75 + 1) / 2]
+    assert [e[lv]["any"] for lv in R.LEVELS] == [0.5, 1.0, 1.0, 1.0]
+    assert e["mean_hits"] == 1.0
+    table = R.markdown_table(R.summarize(rows, pools), 1)
+    assert "| 1 | none | 2 | 50.0% (50.0%) | 62.5% (100.0%) | 75.0% (100.0%) | 87.5% (100.0%) |" in table
+
+
+def test_describe_names_the_level_and_where(toolset):
+    rows, _ = R.query_reach(toolset, 7, "hERG", [2, 11], R.ReachSettings(ks=(1,), neighbors_k=1, filters=("none",)))
+    text = {r.gold: R.describe(r, 1) for r in rows}
+    assert text[2] == "in a neighbor call's top 1 from a hit (rank 1 among the neighbors of 5)"
+    assert text[11] == "beyond 2 hops of the search hits"
+
+
+def test_bad_settings_name_the_valid_choices(graph, index, toolset):
+    with pytest.raises(ValueError, match=r"choose from \['none', 'neighbors', 'all'\]"):
+        R.ReachSettings(filters=("typed",))
+    with pytest.raises(ValueError, match="ks must be"):
+        R.ReachSettings(ks=(0,))
+    with pytest.raises(ValueError, match="search_k_max=10"):
+        R.reachability(toolset, [], R.ReachSettings(ks=(20,)))
+    no_filter = ToolSet(graph, index, ToolConfig(type_filter=False))
+    with pytest.raises(ValueError, match="filters=\\[none\\]"):
+        R.reachability(no_filter, [], R.ReachSettings(ks=(5,)))
+    assert R.reachability(no_filter, [Query(1, "hERG", (2,))], R.ReachSettings(ks=(1,), filters=("none",)))[0]
+
+
+@dataclass
+class ToySource:
+    """A graph source over the toy graph, as conf/graph options build one."""
+
+    name: str = "toy"
+    root: str = ""
+
+    def graph(self):
+        return toy_graph()
+
+    def queries(self):
+        qs = {1: Query(1, "hERG", (2, 7, 10, 11)), 2: Query(2, "fibrillin microfibrils", (3,))}
+        return QuerySet("toy", qs, {"test": [1, 2]})
+
+
+def test_diagnose_writes_summary_and_rows(tmp_path, capsys):
+    from experiments import diagnose
+
+    cfg = diagnose.compose(["graph._target_=tests.test_reachability.ToySource", "graph.name=toy",
+                            f"out_dir={tmp_path}/out", "paths.index_cache=null", "progress=false",
+                            "reach.ks=[1]", "reach.neighbors_k=1", "reach.filters=[none]"])
+    summary = diagnose.run(cfg)
+    doc = json.loads((tmp_path / "out" / "reach.json").read_text())
+    assert doc["summary"] == summary and doc["graph"] == "toy" and doc["settings"]["ks"] == [1]
+    assert summary["k1"]["hop2"]["recall"] == 0.875
+    lines = (tmp_path / "out" / "reach_gold.csv").read_text().splitlines()
+    assert lines[0] == "query_id,gold,k,filter,level,search_rank,neighbor_rank,via" and len(lines) == 6
+    assert "1,11,1,none,,,," in lines
+    assert "87.5% (100.0%)" in capsys.readouterr().out
+
+
+def test_diagnose_rejects_bad_settings_before_loading(tmp_path):
+    from experiments import diagnose
+
+    cfg = diagnose.compose(["graph._target_=tests.test_reachability.Unloadable", f"out_dir={tmp_path}/o",
+                            "reach.filters=[typed]"])
+    with pytest.raises(ValueError, match="choose from"):
+        diagnose.run(cfg)
+    assert not (tmp_path / "o").exists()
+
+
+def test_diagnose_config_composes_for_every_graph():
+    from experiments import diagnose
+
+    for g in ("demo", "prime", "mag", "amazon"):
+        cfg = diagnose.compose([f"graph={g}"])
+        assert cfg.out_dir == f"results/diagnose/{g}/test-full"
+        assert diagnose.settings_from(cfg).neighbors_k == 20
