@@ -6,6 +6,16 @@ tool message. Besides the graph tools (`search_graph`, `explore_neighbors`, from
 the agent offers `select` (append seen node ids to R) and `finish`. The run ends at `finish` (after the
 rest of that step's calls) or after `t_max` steps.
 
+Options for small models (`AgentConfig`, all off by default, so the paper's loop stays the default):
+- ``first_search``: the first step's request forces ``search_graph`` (``tool_choice`` naming that
+  function); the model still writes the query and the arguments;
+- ``constrain_ids``: each request's schemas list the ids shown so far as the only values of
+  ``select``'s ``node_ids`` and ``explore_neighbors``' ``node_id`` (an ``enum``), and leave those two tools
+  out until a graph tool has shown a node. A server that decodes under the schema (llama.cpp turns
+  it into a grammar; vLLM's guided decoding) then cannot emit an id the agent would reject;
+- ``stop_on_repeat``: the trajectory ends (stop reason "repeat") after a step that repeats a tool call,
+  same name and same arguments, that was already rejected with an error in this trajectory.
+
 Who handles what:
 - the model's mistakes (arguments that are not a JSON object, unknown tool, no tool call, ids never
   shown in an observation) become error observations fed back to the model, and count as steps;
@@ -26,6 +36,7 @@ follows `ark.fusion.fuse`.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 from dataclasses import dataclass
@@ -34,10 +45,11 @@ from ark.fusion import TIE_BREAKS, fuse
 from ark.llm import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
 from ark.prompts import system_prompt
 from ark.retrieval import Retrieval
-from ark.tools import ToolInputError, _as_int
+from ark.tools import NEIGHBORS, SEARCH, ToolInputError, _as_int
 from ark.trajectory import Step, Trajectory, tool_message
 
 SELECT, FINISH = "select", "finish"
+OPTIONS = ("first_search", "constrain_ids", "stop_on_repeat")  # the AgentConfig switches for small models
 
 SELECT_TOOL = {
     "type": "function",
@@ -81,6 +93,9 @@ class AgentConfig:
     tool_choice: str = "required"  # passed to the client; it downgrades where a backend lacks it
     concurrency: int = 64  # global limit of running agents when no semaphore is given
     shorten_chars: int = 300  # context-length recovery: oldest observations are cut to this length
+    first_search: bool = False  # force the first step to call search_graph (tool_choice names it)
+    constrain_ids: bool = False  # schemas allow only ids shown so far (select, explore_neighbors)
+    stop_on_repeat: bool = False  # end the trajectory when a rejected tool call is repeated verbatim
 
     def __post_init__(self) -> None:
         if self.t_max < 1:
@@ -109,6 +124,13 @@ def _parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
     if not isinstance(value, dict):
         return None, f"expected a JSON object, got {type(value).__name__}"
     return value, None
+
+
+def _signature(tc: ToolCall) -> str:
+    """A tool call's name and arguments, with JSON arguments in a canonical form."""
+    args, _ = _parse_arguments(tc.arguments)
+    body = json.dumps(args, sort_keys=True) if args is not None else str(tc.arguments)
+    return f"{tc.name}:{body}"
 
 
 def _as_node_ids(value: object) -> tuple[list[int], list[object]]:
@@ -151,9 +173,36 @@ class Agent:
         self.tools = list(toolset.openai_tools()) + [SELECT_TOOL, FINISH_TOOL]
         self.tool_names = [t["function"]["name"] for t in self.tools]
 
-    async def _chat(self, messages: list[dict], agent_index: int) -> ChatResponse:
-        return await self.llm.chat(messages, self.tools, agent_index=agent_index,
-                                   tool_choice=self.config.tool_choice)
+    async def _chat(self, messages: list[dict], agent_index: int, tools: list[dict], tool_choice) -> ChatResponse:
+        return await self.llm.chat(messages, tools, agent_index=agent_index, tool_choice=tool_choice)
+
+    def request_tools(self, seen: set[int]) -> list[dict]:
+        """The tools offered in one request: all of them, or with ``constrain_ids`` the id parameters
+        restricted to ``seen`` (select and explore_neighbors left out while nothing has been shown)."""
+        if not self.config.constrain_ids:
+            return self.tools
+        ids = sorted(seen)
+        out = []
+        for tool in self.tools:
+            name = tool["function"]["name"]
+            if name in (SELECT, NEIGHBORS):
+                if not ids:
+                    continue
+                tool = copy.deepcopy(tool)
+                props = tool["function"]["parameters"]["properties"]
+                if name == SELECT:
+                    props["node_ids"]["items"] = {"type": "integer", "enum": ids}
+                else:
+                    props["node_id"]["enum"] = ids
+            out.append(tool)
+        return out
+
+    def request_tool_choice(self, t: int):
+        """``tool_choice`` of step ``t``: the configured one, or search_graph by name at step 0 with
+        ``first_search``."""
+        if t == 0 and self.config.first_search and SEARCH in self.tool_names:
+            return {"type": "function", "function": {"name": SEARCH}}
+        return self.config.tool_choice
 
     async def run(self, query: str, query_id: int | str = "", agent_index: int = 0) -> Trajectory:
         """Run one trajectory; never raises for the model's mistakes or transport failures."""
@@ -164,17 +213,19 @@ class Agent:
                           prompt_version=self.config.prompt_version)
         seen: set[int] = set()
         chosen: set[int] = set()
+        rejected: set[str] = set()  # signatures of tool calls answered with an error
         for t in range(self.config.t_max):
             step_start = time.perf_counter()
             shortened = 0
+            tools, choice = self.request_tools(seen), self.request_tool_choice(t)
             try:
                 try:
-                    response = await self._chat(messages, agent_index)
+                    response = await self._chat(messages, agent_index, tools, choice)
                 except ContextLengthError:
                     shortened = shorten_observations(messages, self.config.shorten_chars)
                     if shortened == 0:
                         raise
-                    response = await self._chat(messages, agent_index)
+                    response = await self._chat(messages, agent_index, tools, choice)
             except ContextLengthError as e:
                 traj.stop_reason, traj.error = "error", f"ContextLengthError (after shortening {shortened} observations): {e}"
                 break
@@ -182,7 +233,7 @@ class Agent:
                 traj.stop_reason, traj.error = "error", f"{type(e).__name__}: {e}"
                 break
             llm_wall = time.perf_counter() - step_start
-            step, finished = self._act(t, response, messages, seen, chosen, traj.selected)
+            step, finished, repeated = self._act(t, response, messages, seen, chosen, traj.selected, rejected)
             if shortened:
                 note = f"context too long: shortened {shortened} oldest observations and retried"
                 step.error = note if step.error is None else f"{note}; {step.error}"
@@ -191,17 +242,21 @@ class Agent:
             if finished:
                 traj.stop_reason = "finish"
                 break
+            if repeated and self.config.stop_on_repeat:
+                traj.stop_reason = "repeat"
+                break
         traj.wall_s = time.perf_counter() - t_start
         return traj
 
     def _act(self, t: int, response: ChatResponse, messages: list[dict], seen: set[int], chosen: set[int],
-             selected: list[int]) -> tuple[Step, bool]:
-        """Run all tool calls of one reply in order; append the messages; return (step, finished)."""
+             selected: list[int], rejected: set[str]) -> tuple[Step, bool, bool]:
+        """Run all tool calls of one reply in order; append the messages; return (step, finished,
+        repeated): repeated when a call that failed repeats one that already failed (``rejected``)."""
         messages.append(response.to_message())
         observations: list[str] = []
         node_ids: list[list[int]] = []
         errors: list[str] = []
-        finished = False
+        finished = repeated = False
         tool_time = 0.0
         if not response.tool_calls:
             obs = NO_TOOL_CALL.format(names=", ".join(self.tool_names))
@@ -218,11 +273,14 @@ class Agent:
             node_ids.append(ids)
             if err:
                 errors.append(f"{tc.name}: {err}")
+                sig = _signature(tc)
+                repeated = repeated or sig in rejected
+                rejected.add(sig)
         step = Step(index=t, response=response, tool_calls=list(response.tool_calls), observations=observations,
                     llm_latency_s=response.latency_s, tool_latency_s=tool_time,
                     prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
                     error="; ".join(errors) or None, node_ids=node_ids)
-        return step, finished
+        return step, finished, repeated
 
     def _call(self, tc: ToolCall, seen: set[int], chosen: set[int], selected: list[int]
               ) -> tuple[str, list[int], str | None, bool, float]:

@@ -187,6 +187,9 @@ class BackboneConfig:
     backoff_base_s: float = 1.0  # first backoff; doubles per retry, jittered to [0.5x, 1x]
     backoff_max_s: float = 60.0  # cap on one backoff (and on an honoured Retry-After)
     prices: tuple[float, float] | None = None  # US$ per 1M (input, output); default: ark.pricing
+    # ark.agent.AgentConfig options this backbone runs with unless the command line says otherwise
+    # (conf/budget reads them, e.g. {"first_search": true} for a small local model); the client ignores them
+    agent: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
@@ -206,6 +209,7 @@ class BackboneConfig:
             raise ValueError("max_retries must be >= 0, max_tokens and timeout_s > 0 "
                              f"(got {self.max_retries}, {self.max_tokens}, {self.timeout_s})")
         self.extra_body = _plain(self.extra_body or {})
+        self.agent = _plain(self.agent or {})
         if self.prices is not None:
             prices = _plain(self.prices)
             if len(prices) != 2:

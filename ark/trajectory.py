@@ -20,7 +20,7 @@ from typing import Any
 
 from ark.llm import ChatResponse, ToolCall
 
-STOP_REASONS = ("finish", "max_steps", "error")
+STOP_REASONS = ("finish", "max_steps", "error", "repeat")
 
 
 @dataclass
@@ -81,9 +81,11 @@ class Step:
 class Trajectory:
     """One agent's run on one query.
 
-    stop_reason: "finish" (the model called finish), "max_steps" (T_max reached) or "error" (the LLM
-    transport failed after retries, or the context stayed too long after shortening; see `error`).
-    `selected` is the agent's ordered answer list R. `tools` is the tool list the model was given.
+    stop_reason: "finish" (the model called finish), "max_steps" (T_max reached), "error" (the LLM
+    transport failed after retries, or the context stayed too long after shortening; see `error`) or
+    "repeat" (`AgentConfig.stop_on_repeat`: the model repeated a tool call that had been rejected).
+    `selected` is the agent's ordered answer list R. `tools` is the tool list the model was given
+    (with `AgentConfig.constrain_ids`, each request narrowed its id parameters to the ids shown).
     """
 
     query_id: int | str

@@ -63,6 +63,13 @@ def build_bm25(graph, index_cache: str | None = None, top: int = 100):
     return BM25Retriever(graph, cache_dir=index_cache, top=top)
 
 
+def agent_options(agent_cfg) -> str:
+    """The agent options (`ark.agent.OPTIONS`) switched on, comma-separated, or "none"."""
+    from ark.agent import OPTIONS
+
+    return ",".join(k for k in OPTIONS if agent_cfg.get(k, False)) or "none"
+
+
 def run_info(cfg: DictConfig) -> dict[str, Any]:
     """The run's identity: what the report, the W&B tags and the figures group by."""
     is_ark = cfg.retriever.name == "ark"
@@ -72,6 +79,7 @@ def run_info(cfg: DictConfig) -> dict[str, Any]:
             "ablation": cfg.ablation.name if is_ark else None,
             "t_max": cfg.budget.agent.t_max if is_ark else None,
             "n_agents": cfg.budget.agent.n_agents if is_ark else None,
+            "agent_options": agent_options(cfg.budget.agent) if is_ark else None,
             "split": cfg.split, "run_name": cfg.retriever.run_name}
 
 
@@ -112,7 +120,9 @@ def _check_same_run(out: Path, info: dict[str, Any]) -> None:
     if not prev.exists():
         return
     old = json.loads(prev.read_text())
-    for key in ("graph", "split", "retriever", "backbone", "budget", "ablation"):
+    for key in ("graph", "split", "retriever", "backbone", "budget", "ablation", "agent_options"):
+        if key == "agent_options" and key not in old:  # written before the options existed: all off
+            old[key] = "none" if old.get("retriever") == "ark" else None
         if old.get(key) != info.get(key):
             raise SystemExit(f"{out} holds a run with {key}={old.get(key)!r}, not {info.get(key)!r}; "
                              "set experiment_name=... or out_dir=... for a new run")

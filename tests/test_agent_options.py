@@ -1,0 +1,142 @@
+"""The agent options for small models (`AgentConfig.first_search`, `constrain_ids`, `stop_on_repeat`):
+what each puts in the requests the scripted OpenAI-compatible server receives, how the loop behaves,
+and how the configs switch them on (conf/budget, a backbone's `agent:` block) and record them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from hydra.utils import instantiate
+
+from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever
+from ark.llm import BackboneConfig, LLMClient
+from ark.text_index import BM25Index
+from ark.tools import ToolConfig, ToolSet
+from tests.scripted_server import ScriptedServer, text_reply, tool_reply
+from tests.toy_graph import toy_graph
+
+Q = "Which gene is associated with Marfan syndrome?"
+SEARCH = ("search_graph", {"query": "Marfan syndrome"})
+FORCED = {"type": "function", "function": {"name": "search_graph"}}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return toy_graph()
+
+
+@pytest.fixture(scope="module")
+def toolset(graph):
+    return ToolSet(graph, BM25Index.build(list(graph.texts())), ToolConfig())
+
+
+def run(server, graph, toolset, **agent_kw):
+    backbone = agent_kw.pop("backbone", {})
+    llm = LLMClient(BackboneConfig(provider="vllm", base_url=server.base_url, model="scripted", max_retries=0,
+                                   timeout_s=5.0, **backbone))
+    retriever = ARKRetriever(llm, toolset, graph, AgentConfig(n_agents=1, **agent_kw))
+    return asyncio.run(retriever.aretrieve(Q, query_id=1)).trajectories[0]
+
+
+def names(request: dict) -> list[str]:
+    return [t["function"]["name"] for t in request["tools"]]
+
+
+def tool(request: dict, name: str) -> dict:
+    return next(t["function"]["parameters"]["properties"] for t in request["tools"] if t["function"]["name"] == name)
+
+
+# ------------------------------------------------------------------------------------------ first_search
+def test_first_search_names_search_graph_in_the_first_request_only(graph, toolset):
+    with ScriptedServer([tool_reply(SEARCH), tool_reply((FINISH, {}))]) as server:
+        traj = run(server, graph, toolset, first_search=True)
+        sent = server.requests
+    assert [r["tool_choice"] for r in sent] == [FORCED, "required"]
+    assert traj.stop_reason == "finish" and traj.tool_counts() == {"search_graph": 1, "finish": 1}
+
+
+def test_first_search_passes_through_a_backbone_that_downgrades_required(graph, toolset):
+    # llama.cpp's chatml-function-calling: "required" is sent as "auto", a named function as itself
+    with ScriptedServer([tool_reply(SEARCH), tool_reply((FINISH, {}))]) as server:
+        run(server, graph, toolset, first_search=True, backbone={"required_tool_choice": "auto"})
+        assert [r["tool_choice"] for r in server.requests] == [FORCED, "auto"]
+
+
+def test_options_off_send_the_papers_requests(graph, toolset):
+    script = [tool_reply(SEARCH), tool_reply((SELECT, {"node_ids": [0]})), tool_reply((FINISH, {}))]
+    with ScriptedServer(script) as server:
+        traj = run(server, graph, toolset)
+        sent = server.requests
+    assert all(r["tool_choice"] == "required" for r in sent)
+    assert all(r["tools"] == traj.tools for r in sent)  # the same full tool list at every step
+    assert "enum" not in tool(sent[1], SELECT)["node_ids"]["items"]
+
+
+# ------------------------------------------------------------------------------------------ constrain_ids
+def test_constrain_ids_lists_only_ids_shown_so_far(graph, toolset):
+    neighbors = ("explore_neighbors", {"node_id": 0})
+    script = [tool_reply(SEARCH), tool_reply(neighbors), tool_reply((SELECT, {"node_ids": [3]}), (FINISH, {}))]
+    with ScriptedServer(script) as server:
+        traj = run(server, graph, toolset, constrain_ids=True)
+        sent = server.requests
+    shown0 = sorted(toolset.call(*SEARCH).node_ids)
+    shown1 = sorted(set(shown0) | set(toolset.call(*neighbors).node_ids))
+    # nothing shown yet: no tool that takes an id is offered
+    assert names(sent[0]) == ["search_graph", FINISH]
+    assert names(sent[1]) == ["search_graph", "explore_neighbors", SELECT, FINISH]
+    assert tool(sent[1], SELECT)["node_ids"]["items"] == {"type": "integer", "enum": shown0}
+    assert tool(sent[1], "explore_neighbors")["node_id"]["enum"] == shown0
+    assert tool(sent[2], SELECT)["node_ids"]["items"]["enum"] == shown1 and shown1 != shown0
+    # the other parameters and the recorded tool list are untouched
+    assert tool(sent[1], "search_graph") == tool(sent[2], "search_graph")
+    assert names({"tools": traj.tools}) == ["search_graph", "explore_neighbors", SELECT, FINISH]
+    assert "enum" not in json.dumps(traj.tools[2]) and traj.selected == [3]
+
+
+# ------------------------------------------------------------------------------------------ stop_on_repeat
+def test_stop_on_repeat_ends_at_the_first_verbatim_repeat_of_a_rejected_call(graph, toolset):
+    script = [tool_reply((SELECT, {"node_ids": [99]})), tool_reply((SELECT, {"node_ids": [98]})),
+              tool_reply((SELECT, '{"node_ids":[99]}')), tool_reply((FINISH, {}))]
+    with ScriptedServer(list(script)) as server:
+        traj = run(server, graph, toolset, t_max=6, stop_on_repeat=True)
+    assert traj.stop_reason == "repeat" and len(traj.steps) == 3  # the third repeats the first
+    assert all(s.error for s in traj.steps)
+    with ScriptedServer(list(script)) as server:
+        plain = run(server, graph, toolset, t_max=6)
+    assert plain.stop_reason == "finish" and len(plain.steps) == 4
+
+
+def test_stop_on_repeat_ignores_repeated_calls_that_worked(graph, toolset):
+    script = [tool_reply(SEARCH), tool_reply(SEARCH), tool_reply(SEARCH), text_reply("done?"), text_reply("done?")]
+    with ScriptedServer(script) as server:
+        traj = run(server, graph, toolset, t_max=5, stop_on_repeat=True)
+    # three good searches and two replies without a tool call (no call to repeat): T_max ends it
+    assert traj.stop_reason == "max_steps" and len(traj.steps) == 5
+
+
+# ------------------------------------------------------------------------------------------ configs
+def test_configs_switch_options_per_backbone_and_record_them(tmp_path):
+    from experiments.run import _check_same_run, compose, run_info
+
+    paper = compose(["backbone=gpt-4.1"])
+    agent = instantiate(paper.budget.agent)
+    assert (agent.first_search, agent.constrain_ids, agent.stop_on_repeat) == (False, False, False)
+    assert run_info(paper)["agent_options"] == "none"
+    on = compose(["backbone=scripted", "+backbone.agent={first_search: true, stop_on_repeat: true}"])
+    agent = instantiate(on.budget.agent)
+    assert (agent.first_search, agent.constrain_ids, agent.stop_on_repeat) == (True, False, True)
+    assert run_info(on)["agent_options"] == "first_search,stop_on_repeat"
+    assert instantiate(on.backbone).agent == {"first_search": True, "stop_on_repeat": True}
+    # the command line wins over the backbone's choice
+    off = compose(["backbone=scripted", "+backbone.agent={first_search: true}", "budget.agent.first_search=false"])
+    assert instantiate(off.budget.agent).first_search is False
+    assert run_info(compose(["retriever=bm25"]))["agent_options"] is None
+    # a run directory made with other options is not resumed
+    (tmp_path / "run.json").write_text(json.dumps(run_info(paper)))
+    with pytest.raises(SystemExit, match="agent_options='none', not 'first_search,stop_on_repeat'"):
+        _check_same_run(tmp_path, {**run_info(paper), "agent_options": "first_search,stop_on_repeat"})
+    old = {k: v for k, v in run_info(paper).items() if k != "agent_options"}  # written before the options
+    (tmp_path / "run.json").write_text(json.dumps(old))
+    _check_same_run(tmp_path, run_info(paper))
