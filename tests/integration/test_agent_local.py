@@ -86,3 +86,25 @@ def test_ark_with_local_model_records_complete_trajectories(setting, tmp_path):
         assert Trajectory.from_json(json.loads(json.dumps(t.to_json()))) == t
     assert set(ret.ranking) <= {v for r in ret.agent_rankings for v in r}
     assert ret.prompt_tokens == sum(t.prompt_tokens for t in ret.trajectories) > 0
+
+
+def test_options_with_local_model_force_search_and_keep_ids_valid(setting, tmp_path):
+    """first_search + constrain_ids through llama.cpp's grammars: the first call is search_graph with a
+    query the model wrote, and no select or explore_neighbors call names an id the agent never showed."""
+    graph, index, question = setting
+    toolset = ToolSet(graph, index, ToolConfig(neighbors_k=10, max_observation_tokens=600, snippet_chars=100))
+    config = AgentConfig(n_agents=2, t_max=4, concurrency=2, first_search=True, constrain_ids=True)
+    with LocalServer(log_path=str(tmp_path / "server.log")) as server:
+        llm = LLMClient(server.backbone(temperature=0.7, seed=None))
+        ret = asyncio.run(ARKRetriever(llm, toolset, graph, config).aretrieve(question, query_id="it-1"))
+    for t in ret.trajectories:
+        print(f"\nagent {t.agent_index}: stop={t.stop_reason} R={t.selected}")
+        for s in t.steps:
+            print(f"  step {s.index}: {[(tc.name, tc.arguments) for tc in s.tool_calls]} error={s.error}")
+        assert t.stop_reason in ("finish", "max_steps"), t.error
+        first = t.steps[0].tool_calls
+        assert first and first[0].name == "search_graph" and json.loads(first[0].arguments)["query"].strip()
+        errors = " ".join(s.error or "" for s in t.steps)
+        assert "not shown" not in errors and "does not exist" not in errors, errors
+        shown = {i for s in t.steps for ids in s.node_ids for i in ids}
+        assert set(t.selected) <= shown
