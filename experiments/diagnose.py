@@ -47,6 +47,9 @@ def run(cfg: DictConfig) -> dict:
 
     settings = settings_from(cfg)  # bad values fail here, before the graph loads
     source = instantiate(cfg.graph)
+    problems = list(source.problems())
+    if problems:
+        raise SystemExit(f"graph {cfg.graph.name!r} cannot load:\n" + "\n".join(f"  - {p}" for p in problems))
     graph = source.graph()
     queries = select_queries(source.queries().split(cfg.split), cfg.limit)
     toolset = build_toolset(graph, cfg.ablation.tools, settings, cfg.paths.index_cache)

@@ -8,11 +8,11 @@ Expected levels are worked out by hand from tests/toy_graph.py: "hERG" occurs on
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pytest
 
 from ark import reachability as R
+from ark.sources import GraphSource
 from ark.stark import Query, QuerySet
 from ark.text_index import BM25Index
 from ark.tools import ToolConfig, ToolSet
@@ -104,26 +104,30 @@ def test_bad_settings_name_the_valid_choices(graph, index, toolset):
     assert R.reachability(no_filter, [Query(1, "hERG", (2,))], R.ReachSettings(ks=(1,), filters=("none",)))[0]
 
 
-@dataclass
-class ToySource:
-    """A graph source over the toy graph, as conf/graph options build one."""
+class ToySource(GraphSource):
+    """The toy graph and two queries as a graph source (what a conf/graph option builds)."""
 
-    name: str = "toy"
-    root: str = ""
+    def input_fingerprint(self) -> str:
+        return "toy-v1"
 
-    def graph(self):
+    def build(self):
         return toy_graph()
 
-    def queries(self):
+    def read_queries(self):
         qs = {1: Query(1, "hERG", (2, 7, 10, 11)), 2: Query(2, "fibrillin microfibrils", (3,))}
         return QuerySet("toy", qs, {"test": [1, 2]})
+
+
+class MissingSource(ToySource):
+    def problems(self) -> list[str]:
+        return ["toy files are missing (fetch them with: nothing)"]
 
 
 def test_diagnose_writes_summary_and_rows(tmp_path, capsys):
     from experiments import diagnose
 
     cfg = diagnose.compose(["graph._target_=tests.test_reachability.ToySource", "graph.name=toy",
-                            f"out_dir={tmp_path}/out", "paths.index_cache=null", "progress=false",
+                            f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/out", "progress=false",
                             "reach.ks=[1]", "reach.neighbors_k=1", "reach.filters=[none]"])
     summary = diagnose.run(cfg)
     doc = json.loads((tmp_path / "out" / "reach.json").read_text())
@@ -142,13 +146,17 @@ def test_diagnose_rejects_bad_settings_before_loading(tmp_path):
                             "reach.filters=[typed]"])
     with pytest.raises(ValueError, match="choose from"):
         diagnose.run(cfg)
-    assert not (tmp_path / "o").exists()
+    cfg = diagnose.compose(["graph._target_=tests.test_reachability.MissingSource", "graph.name=toy",
+                            f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/o"])
+    with pytest.raises(SystemExit, match="toy files are missing"):
+        diagnose.run(cfg)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "data").exists()
 
 
 def test_diagnose_config_composes_for_every_graph():
     from experiments import diagnose
 
-    for g in ("demo", "prime", "mag", "amazon"):
+    for g in sorted(p.stem for p in (diagnose.CONF_DIR / "graph").glob("*.yaml")):
         cfg = diagnose.compose([f"graph={g}"])
         assert cfg.out_dir == f"results/diagnose/{g}/test-full"
         assert diagnose.settings_from(cfg).neighbors_k == 20
