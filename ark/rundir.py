@@ -6,7 +6,8 @@ Every reader of runs (``ark.report``, ``ark.attribution``, ``ark.compare``, ``ar
 
     results/runs/<experiment>/<graph>/<retriever>-<backbone>-<budget>-<ablation>/
       run.json              the run's identity: experiment, graph, retriever, backbone, budget, ablation,
-                            t_max, n_agents, split, run_name (experiments/run.py; absent in bare runner runs)
+                            t_max, n_agents, agent_options (the ark.agent.OPTIONS switched on, comma-separated,
+                            or "none"), split, run_name (experiments/run.py; absent in bare runner runs)
       config.yaml           the resolved Hydra config, secrets removed (experiments/run.py)
       predictions.jsonl     one JSON record per finished query, appended as it finishes; a query may
                             appear several times (a retried failure): the last line wins. Keys:
@@ -51,7 +52,7 @@ TRAJECTORY_STATS = "trajectory_stats.csv"
 ATTRIBUTION = "attribution.csv"
 SHARDS = "shards"
 IDENTITY_KEYS = ("experiment", "graph", "retriever", "backbone", "budget", "ablation", "t_max", "n_agents",
-                 "split", "run_name")
+                 "agent_options", "split", "run_name")
 
 
 # ------------------------------------------------------------------------------ record accessors
@@ -181,6 +182,8 @@ class RunDir:
             v = cfg.get(name)
             return v.get("name") if isinstance(v, dict) else v
 
+        from ark.agent import OPTIONS as AGENT_OPTIONS
+
         agent = (cfg.get("budget") or {}).get("agent") or {} if isinstance(cfg.get("budget"), dict) else {}
         fallback = {
             "experiment": cfg.get("experiment_name") or self.path.parent.parent.name,
@@ -188,6 +191,7 @@ class RunDir:
             "retriever": group("retriever") or self.path.name.split("-")[0],
             "backbone": group("backbone"), "budget": group("budget"), "ablation": group("ablation"),
             "t_max": agent.get("t_max"), "n_agents": agent.get("n_agents"),
+            "agent_options": (",".join(k for k in AGENT_OPTIONS if agent.get(k)) or "none") if agent else None,
             "split": cfg.get("split"), "run_name": self.path.name,
         }
         for k, v in fallback.items():

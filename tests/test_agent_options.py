@@ -140,3 +140,14 @@ def test_configs_switch_options_per_backbone_and_record_them(tmp_path):
     old = {k: v for k, v in run_info(paper).items() if k != "agent_options"}  # written before the options
     (tmp_path / "run.json").write_text(json.dumps(old))
     _check_same_run(tmp_path, run_info(paper))
+    # readers of run directories get the options from run.json, else from the saved config
+    from ark.rundir import RunDir
+
+    (tmp_path / "run.json").write_text(json.dumps(run_info(on)))
+    (tmp_path / "predictions.jsonl").write_text("")
+    assert RunDir(tmp_path).info["agent_options"] == "first_search,stop_on_repeat"
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "predictions.jsonl").write_text("")
+    (bare / "config.yaml").write_text("budget:\n  name: t5_n1\n  agent: {t_max: 5, n_agents: 1, constrain_ids: true}\n")
+    assert RunDir(bare).info["agent_options"] == "constrain_ids"
