@@ -160,3 +160,17 @@ def test_diagnose_config_composes_for_every_graph():
         cfg = diagnose.compose([f"graph={g}"])
         assert cfg.out_dir == f"results/diagnose/{g}/test-full"
         assert diagnose.settings_from(cfg).neighbors_k == 20
+
+
+def test_diagnose_runs_on_a_tables_graph(tmp_path):
+    """The hand-made tables graph (tests/data/tables_kg, ark.tables.TablesSource) through the same entry."""
+    from experiments import diagnose
+
+    cfg = diagnose.compose(["graph=tables", f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/out",
+                            "progress=false", "reach.ks=[5]", "reach.filters=[none]"])
+    summary = diagnose.run(cfg)
+    queries = diagnose.instantiate(cfg.graph).queries().split("test")
+    e = summary["k5"]
+    assert e["queries"] == len(queries) > 0 and e["gold"] == sum(len(set(q.answer_ids)) for q in queries)
+    levels = [e[lv]["recall"] for lv in ("search", "neighbors", "hop1", "hop2")]
+    assert levels == sorted(levels) and 0 < levels[0] and levels[-1] <= 1
