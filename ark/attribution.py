@@ -205,10 +205,12 @@ ROW_FIELDS = ("query_id", "gold", "cls", "first_step", "first_agent", "first_too
 
 def attribute_run(run: rundir.RunDir | Path | str, top: int = TOP, records: Iterable[dict] | None = None
                   ) -> list[QueryAttribution]:
-    """Attribution of every ok query of a run (or of ``records``), with the run's fusion tie-break."""
+    """Attribution of every query of a run (or of ``records``) that did not fail outright (a query
+    whose agents partly failed still has their trajectories and ranking), with the run's fusion
+    tie-break."""
     run = run if isinstance(run, rundir.RunDir) else rundir.RunDir(run)
     _, tie_break = run.fusion_settings()
-    recs = run.records("ok") if records is None else [r for r in records if rundir.status(r) == "ok"]
+    recs = [r for r in (run.records() if records is None else records) if rundir.status(r) != "failed"]
     return [attribute_record(rec, run.trajectories(rec), top=top, tie_break=tie_break) for rec in recs]
 
 
@@ -261,8 +263,9 @@ def write_csv(path: Path | str, table: list[dict]) -> None:
 
 def write(run: rundir.RunDir | Path | str, top: int = TOP, records: Iterable[dict] | None = None,
           update_metrics: bool = True) -> dict:
-    """Attribute a run (its ok queries, or those of ``records``): write ``attribution.csv`` and, when
-    metrics.json exists and ``update_metrics``, its "attribution" summary. Returns the summary."""
+    """Attribute a run (its queries that did not fail, or those of ``records``): write
+    ``attribution.csv`` and, when metrics.json exists and ``update_metrics``, its "attribution"
+    summary. Returns the summary."""
     run = run if isinstance(run, rundir.RunDir) else rundir.RunDir(run)
     attributions = attribute_run(run, top, records)
     write_csv(run.path / rundir.ATTRIBUTION, rows(attributions))

@@ -150,7 +150,8 @@ def format_table(diffs: Sequence[PairedDiff], scale: float = 100.0) -> str:
     for d in diffs:
         star = "*" if d.significant else " "
         lines.append(f"{d.metric:>10} {d.n:>5} {scale * d.mean:7.2f} {scale * d.mean_reference:7.2f} "
-                     f"{scale * d.diff:+7.2f} [{scale * d.ci_low:+6.2f}, {scale * d.ci_high:+6.2f}] {d.p_value:8.4f}{star} "
+                     f"{scale * d.diff:+7.2f} [{scale * d.ci_low:+6.2f}, {scale * d.ci_high:+6.2f}] "
+                     f"{d.p_value:8.4f}{star} "
                      f"{d.wins}/{d.losses}/{d.ties}")
     return "\n".join(lines)
 

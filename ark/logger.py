@@ -150,7 +150,8 @@ class WandbLogger(NullLogger):
         attr_rows = _read_csv(run_dir / rundir.ATTRIBUTION)
         if attr_rows:
             cols = list(attr_rows[0])
-            self.run.log({"attribution_table": wandb.Table(columns=cols, data=[[r[c] for c in cols] for r in attr_rows])})
+            table = wandb.Table(columns=cols, data=[[r[c] for c in cols] for r in attr_rows])
+            self.run.log({"attribution_table": table})
         if self.log_trajectories:
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"run-{self.run.name}")
             art = wandb.Artifact(name, type="trajectories", metadata={"n": summary.get("n")})

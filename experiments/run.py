@@ -5,7 +5,7 @@
     python experiments/run.py -m experiment=table1                        # the paper's Table 1 sweep
     python experiments/run.py graph=prime shard=0/4                       # a shard; merge with
     python -m ark.runner merge results/runs/default/prime/ark-gpt-4.1-t20_n3-full
-    python experiments/run.py graph=demo ablation=no_neighbors compare_to=results/runs/default/demo/ark-gpt-4.1-t20_n3-full
+    python experiments/run.py ablation=no_neighbors compare_to=RUN_DIR   # paired with another run
 
 `main` is a thin ``@hydra.main`` over `run(cfg)`, which tests call with a composed config. The run
 directory is ``results/runs/<experiment>/<graph>/<retriever>-<backbone>-<budget>-<ablation>/``;

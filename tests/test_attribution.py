@@ -172,7 +172,8 @@ def test_real_agent_on_the_toy_graph():
               tool_reply(("select", {"node_ids": [0]}), ("finish", {}))]
     shown_search = tools.call(*search).node_ids
     shown_neighbors = tools.call(*neighbors).node_ids
-    assert 0 in shown_search and 6 in shown_neighbors and 6 not in shown_search and 5 not in shown_search + shown_neighbors
+    assert 0 in shown_search and 6 in shown_neighbors and 6 not in shown_search
+    assert 5 not in shown_search + shown_neighbors
     with ScriptedServer(script) as server:
         llm = LLMClient(BackboneConfig(provider="vllm", base_url=server.base_url, model="scripted", max_retries=0,
                                        timeout_s=5.0))
@@ -183,3 +184,11 @@ def test_real_agent_on_the_toy_graph():
     assert g[6].cls == "surfaced_not_selected" and (g[6].first_step, g[6].first_tool) == (1, "explore_neighbors")
     assert g[5].cls == "never_surfaced"
     assert qa.steps_to_first_gold == 1 and qa.tokens_to_first_gold == 44
+
+
+def test_partly_failed_queries_are_attributed_failed_ones_not(run_dir):
+    run = RunDir(run_dir)
+    first, second = run.records()
+    got = A.attribute_run(run, records=[{**first, "status": "degraded"}, {**second, "status": "failed"}])
+    assert [qa.query_id for qa in got] == [first["query_id"]]
+    assert [g.cls for g in got[0].golds] == ["retrieved", "surfaced_not_selected"]
