@@ -5,7 +5,9 @@ its BM25 index; start the local llama.cpp server (`ark.local_server`, SmolLM2-13
 (n agents, small T_max) and BM25 on a handful of demo test queries; stop the server; print per query the
 question, the fused top-5 with names (gold marked `*`), BM25's top-5, and per agent the tool calls it
 made, and for each gold node how far it was from what the tools show for the question's own words
-(`ark.reachability`: in the search hits, in one neighbor call of a hit, within 1 or 2 hops, farther);
+(`ark.reachability`: in the search hits, in one neighbor call of a hit, within 1 or 2 hops, farther)
+and where ARK lost it (`ark.attribution`: never surfaced, surfaced but not selected, selected but fused
+out, beyond the top 20, or retrieved);
 end with a summary (Hit@1 / Hit@5 of both, failures, model mistakes).
 
 The agent runs with the options `conf/backbone/local.yaml` picks for SmolLM2 (its `agent:` block,
@@ -29,6 +31,7 @@ import asyncio
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from ark.agent import OPTIONS as AGENT_OPTIONS
@@ -36,6 +39,7 @@ from ark.agent import AgentConfig, ARKRetriever
 from ark.baselines import BM25Retriever
 from ark.llm import LLMClient, LLMError
 from ark.local_server import LocalServer, LocalServerError
+from ark.attribution import CLASS_LABEL, CLASSES, QueryAttribution, attribute
 from ark.metrics import evaluate
 from ark.reachability import GoldReach, ReachSettings, describe, query_reach
 from ark.retrieval import Retrieval
@@ -85,14 +89,21 @@ def _args_text(raw: str) -> str:
 
 
 def print_query(i: int, query, graph, ark: Retrieval | None, bm25: list[int], ark_error: str | None,
-                reach: list[GoldReach] = ()) -> None:
+                reach: list[GoldReach] = (), attribution: QueryAttribution | None = None) -> None:
     gold = set(query.answer_ids)
     print(f"\n=== query {i + 1} (id {query.id}) ===")
     print(f"Q: {query.text}")
     where = {r.gold: r for r in reach}
+    fate = {a.gold: a for a in attribution.golds} if attribution else {}
     for g in list(dict.fromkeys(query.answer_ids))[:5]:
-        tools = f" - the tools: {describe(where[g], REACH.neighbors_k)}" if g in where else ""
-        print(f"gold [{g}] {graph.node_name(g)} ({graph.node_type_name(g)}){tools}")
+        print(f"gold [{g}] {graph.node_name(g)} ({graph.node_type_name(g)})")
+        if g in fate:
+            a = fate[g]
+            seen = (f", first shown at step {a.first_step} by {a.first_tool} (rank {a.first_rank})"
+                    if a.first_step is not None else "")
+            print(f"    ARK: {CLASS_LABEL[a.cls]}{seen}")
+        if g in where:
+            print(f"    the tools: {describe(where[g], REACH.neighbors_k)}")
     if len(gold) > 5:
         print(f"gold: {len(gold) - 5} more")
 
@@ -181,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
 
     ark_rows = ark_results or [(None, setup_error or "not run")] * len(queries)
-    for i, (q, (ret, err), bm, rq) in enumerate(zip(queries, ark_rows, bm25_rankings, reach)):
-        print_query(i, q, graph, ret, bm, err, rq)
+    attributions = [attribute(q.answer_ids, r.trajectories, r.agent_rankings, r.ranking, query_id=q.id) if r else None
+                     for q, (r, _) in zip(queries, ark_rows)]
+    for i, (q, (ret, err), bm, rq, qa) in enumerate(zip(queries, ark_rows, bm25_rankings, reach, attributions)):
+        print_query(i, q, graph, ret, bm, err, rq, qa)
 
     # ---- summary
     cands = graph.candidate_ids
@@ -204,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"queries: {len(queries)}   ARK: n={args.agents}, T_max={args.t_max}, model "
           f"{Path(args.model).name if args.model else 'SmolLM2-135M-Instruct Q4_1'}, "
           f"agent options: {', '.join(options) or 'none'}")
+    fates = Counter(g.cls for qa in attributions if qa for g in qa.golds)
+    if fates:
+        print("where ARK's gold nodes ended: " + ", ".join(f"{CLASS_LABEL[c]} {fates[c]}" for c in CLASSES if fates[c]))
     golds = [r for rq in reach for r in rq]
     if golds:
         near = sum(r.level in ("search", "neighbors") for r in golds)

@@ -1,0 +1,61 @@
+"""scripts/demo.py's per-query report: each gold node's fate in ARK's run (ark.attribution) and its
+distance from what the tools show for the question (ark.reachability), on the toy graph with the agent
+driven by the scripted server; and the --agent-options choices."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever
+from ark.attribution import attribute
+from ark.llm import BackboneConfig, LLMClient
+from ark.reachability import query_reach
+from ark.stark import Query
+from ark.text_index import BM25Index
+from ark.tools import ToolConfig, ToolSet
+from tests.scripted_server import ScriptedServer, tool_reply
+from tests.toy_graph import toy_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    spec = importlib.util.spec_from_file_location("demo_script", ROOT / "scripts" / "demo.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_report_names_each_gold_nodes_fate_and_reach(demo, capsys):
+    graph = toy_graph()
+    toolset = ToolSet(graph, BM25Index.build(list(graph.texts())), ToolConfig(neighbors_k=10))
+    # the agent searches "hERG" (shows KCNH2, node 5), selects it, and stops
+    script = [tool_reply(("search_graph", {"query": "hERG"})), tool_reply((SELECT, {"node_ids": [5]}), (FINISH, {}))]
+    q = Query(3, "hERG", (5, 2, 11))
+    with ScriptedServer(script) as server:
+        llm = LLMClient(BackboneConfig(provider="vllm", base_url=server.base_url, model="scripted", max_retries=0))
+        ret = asyncio.run(ARKRetriever(llm, toolset, graph, AgentConfig(n_agents=1)).aretrieve(q.text, q.id))
+    qa = attribute(q.answer_ids, ret.trajectories, ret.agent_rankings, ret.ranking, query_id=q.id)
+    reach = query_reach(toolset, q.id, q.text, q.answer_ids, demo.REACH)[0]
+    demo.print_query(0, q, graph, ret, [5], None, reach, qa)
+    out = capsys.readouterr().out
+    block = {line.split("]")[0].split("[")[1]: i for i, line in enumerate(out.splitlines()) if line.startswith("gold [")}
+    lines = out.splitlines()
+    assert lines[block["5"] + 1] == "    ARK: retrieved (top 20), first shown at step 0 by search_graph (rank 1)"
+    assert lines[block["5"] + 2] == "    the tools: in the search hits (rank 1)"
+    assert lines[block["2"] + 1] == "    ARK: never surfaced"
+    assert lines[block["2"] + 2].startswith("    the tools: in a neighbor call's top 10 from a hit (rank 1")
+    assert lines[block["11"] + 2] == "    the tools: beyond 2 hops of the search hits"
+
+
+def test_agent_options_choices(demo):
+    assert demo.parse_options("none") == []
+    assert demo.parse_options("stop_on_repeat,first_search") == ["stop_on_repeat", "first_search"]
+    assert demo.parse_options("local") == demo.local_agent_options()
+    with pytest.raises(SystemExit, match="unknown typo; choose from local, none"):
+        demo.parse_options("typo")
