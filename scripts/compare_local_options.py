@@ -1,0 +1,135 @@
+"""Which agent options help a small local model: the plain loop vs each option alone vs all of them.
+
+    python scripts/compare_local_options.py --limit 20          # SmolLM2-135M, demo test split
+    python scripts/compare_local_options.py --limit 20 --variants plain,all --t-max 5 --agents 1
+
+Each variant is one `experiments/run.py` run (``backbone=local`` on the demo graph, the demo's small
+observations, temperature 0, so variants differ only in the options), written to
+``results/runs/local-options-<variant>/demo/...``: a rerun resumes from those directories and the LLM
+cache. The BM25 baseline on the same queries is the reference row. A local server already answering at
+``ARK_LOCAL_URL`` (default http://127.0.0.1:8089/v1) is used; otherwise each run starts its own.
+Prints one markdown table (the README's) with the answer metrics and what the agents did: steps per
+agent, steps with a model mistake, select calls naming an id never shown, agents that selected
+nothing, and the wall time of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from ark.agent import OPTIONS
+from ark.attribution import CLASS_LABEL, CLASSES
+from ark.rundir import RunDir
+from ark.trajectory import Trajectory
+
+VARIANTS = {"plain": (), "all": OPTIONS, **{o: (o,) for o in OPTIONS}}
+METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+
+
+def overrides(variant: str, args) -> list[str]:
+    on = VARIANTS[variant]
+    return ["graph=demo", "backbone=local", "split=test", f"limit={args.limit}", "budget=t5_n1",
+            f"budget.agent.t_max={args.t_max}", f"budget.agent.n_agents={args.agents}",
+            f"experiment_name=local-options-{variant}", "concurrency=1", "progress=false",
+            # the demo's toolset: small observations keep SmolLM2's prompts short
+            "budget.neighbors_k=10", "+ablation.tools.max_observation_tokens=600", "+ablation.tools.snippet_chars=100",
+            *[f"budget.agent.{o}={str(o in on).lower()}" for o in OPTIONS]]
+
+
+def trajectories(run: RunDir) -> list[Trajectory]:
+    return [Trajectory.from_json(d) for _, trajs in run.iter_trajectories() for d in trajs]
+
+
+def fates(run: RunDir) -> dict[str, float]:
+    """Share of gold nodes per attribution class (metrics.json's "attribution", ark.attribution)."""
+    return dict((run.metrics.get("attribution") or {}).get("share") or {})
+
+
+def behaviour(trajs: list[Trajectory]) -> dict:
+    steps = [s for t in trajs for s in t.steps]
+    selects = [(tc, s) for s in steps for tc in s.tool_calls if tc.name == "select"]
+    unseen = sum(1 for tc, s in selects if s.error and "not shown" in s.error)
+    first = [t.steps[0].tool_calls[0].name if t.steps and t.steps[0].tool_calls else "(none)" for t in trajs]
+    return {"agents": len(trajs),
+            "steps_per_agent": len(steps) / max(1, len(trajs)),
+            "mistake_steps": sum(1 for s in steps if s.error) / max(1, len(steps)),
+            "select_calls": len(selects),
+            "unseen_selects": unseen / max(1, len(selects)),
+            "empty_agents": sum(1 for t in trajs if not t.selected) / max(1, len(trajs)),
+            "first_search": sum(n == "search_graph" for n in first) / max(1, len(trajs)),
+            "stops": {r: sum(t.stop_reason == r for t in trajs) for r in sorted({t.stop_reason for t in trajs})}}
+
+
+def table(rows: list[dict]) -> str:
+    head = ["variant", "Hit@1", "Hit@5", "R@20", "MRR", "steps/agent", "steps with a mistake",
+            "selects of unseen ids", "agents with empty R", "1st call is a search", "stop reasons",
+            *[f"gold {CLASS_LABEL[c]}" for c in CLASSES[:3]], "wall"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        m, b = r["metrics"], r.get("behaviour")
+        cells = [r["variant"] + ("" if r.get("complete", True) else " (incomplete)")]
+        cells += [f"{100 * m[k]:.1f}" for k in METRICS]
+        if b:
+            cells += [f"{b['steps_per_agent']:.1f}", f"{100 * b['mistake_steps']:.0f}%",
+                      f"{100 * b['unseen_selects']:.0f}% of {b['select_calls']}", f"{100 * b['empty_agents']:.0f}%",
+                      f"{100 * b['first_search']:.0f}%", ", ".join(f"{k} {v}" for k, v in b["stops"].items())]
+        else:
+            cells += ["–"] * 6
+        cells += [f"{100 * r['fates'][c]:.0f}%" if c in r.get("fates", {}) else "–" for c in CLASSES[:3]]
+        cells.append(f"{r['wall_s'] / 60:.1f} min")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def report(rows: list[dict], args) -> None:
+    text = table(rows)
+    print(f"\n{args.limit} demo test queries, SmolLM2-135M-Instruct Q4_1, n={args.agents}, T_max={args.t_max}, "
+          "temperature 0\n" + text, flush=True)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "local_options.md").write_text(text + "\n")
+        (out / "local_options.json").write_text(json.dumps(rows, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--limit", type=int, default=20, help="first N demo test queries")
+    p.add_argument("--t-max", type=int, default=5, help="steps per agent")
+    p.add_argument("--agents", type=int, default=1, help="agents per query")
+    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma list of {', '.join(VARIANTS)}")
+    p.add_argument("--out", default=None, help="also write the table (markdown) and the numbers (json) here")
+    args = p.parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad:
+        raise SystemExit(f"--variants: unknown {', '.join(bad)}; choose from {', '.join(VARIANTS)}")
+
+    from experiments.run import compose, run
+
+    rows = []
+    t0 = time.perf_counter()
+    base = run(compose(["graph=demo", "retriever=bm25", "split=test", f"limit={args.limit}",
+                        "experiment_name=local-options-bm25", "progress=false"]))
+    rows.append({"variant": "BM25 (no LLM)", "metrics": {k: base["metrics"][k]["mean"] for k in METRICS},
+                 "wall_s": time.perf_counter() - t0})
+    bm25_cfg = compose(["graph=demo", "retriever=bm25", "experiment_name=local-options-bm25"])
+    rows[-1]["fates"] = fates(RunDir(bm25_cfg.out_dir))
+    for v in variants:
+        cfg = compose(overrides(v, args))
+        t0 = time.perf_counter()
+        summary = run(cfg)
+        rows.append({"variant": v, "overrides": overrides(v, args), "complete": summary["complete"],
+                     "metrics": {k: summary["metrics"].get(k, {}).get("mean", float("nan")) for k in METRICS},
+                     "behaviour": behaviour(trajectories(RunDir(cfg.out_dir))), "fates": fates(RunDir(cfg.out_dir)),
+                     "wall_s": time.perf_counter() - t0})
+        report(rows, args)  # after every variant: a long comparison can be read while it runs
+    return 0 if all(r.get("complete", True) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
