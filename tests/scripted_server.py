@@ -48,6 +48,10 @@ Reply builders (all return a ``Reply``):
 - ``slow(reply, seconds)`` / ``Reply(delay_s=...)`` — wait before answering (client timeouts).
 
 ``ScriptedServer(latency_s=0.2)`` adds a fixed latency to every response (the agent benchmark).
+``server.max_in_flight`` is the most chat requests the server held at once (concurrency is asserted
+on it, never on wall time); ``ScriptedServer(gate=n)`` holds every chat request until ``n`` have
+been in flight together once (a client that never sends ``n`` at once waits out ``gate_timeout_s``
+and then shows a lower ``max_in_flight``), so a concurrency test does not depend on scheduling luck.
 Every ``Reply`` may set ``prompt_tokens``/``completion_tokens`` (usage reported back).
 """
 
@@ -158,6 +162,8 @@ class ScriptedServer:
         key_fn: Callable[[dict], str | None] = first_user_message,
         responder: Callable[[dict], Reply | None] | None = None,
         latency_s: float = 0.0,
+        gate: int | None = None,
+        gate_timeout_s: float = 30.0,
         host: str = "127.0.0.1",
         port: int = 0,
     ):
@@ -172,7 +178,11 @@ class ScriptedServer:
         self.request_headers: list[dict[str, str]] = []  # lower-case names
         self.request_paths: list[str] = []  # URL path + query, same order
         self.calls = 0  # chat requests received (all statuses)
+        self.in_flight = 0  # chat requests received and not yet answered
+        self.max_in_flight = 0  # the most chat requests held at once
+        self.gate, self.gate_timeout_s = gate, gate_timeout_s
         self._lock = threading.Lock()
+        self._flight = threading.Condition()
         self._stop = threading.Event()
         self._ids = itertools.count(1)
         self._httpd = _Server((host, port), _make_handler(self))
@@ -201,6 +211,8 @@ class ScriptedServer:
 
     def stop(self) -> None:
         self._stop.set()  # wakes handlers sleeping in a delay
+        with self._flight:
+            self._flight.notify_all()  # and those held at the gate
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
@@ -211,6 +223,20 @@ class ScriptedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    # -- concurrency accounting ------------------------------------------------------------------
+    def _enter(self) -> None:
+        with self._flight:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._flight.notify_all()
+            if self.gate is not None:
+                self._flight.wait_for(lambda: self.max_in_flight >= self.gate or self._stop.is_set(),
+                                      timeout=self.gate_timeout_s)
+
+    def _leave(self) -> None:
+        with self._flight:
+            self.in_flight -= 1
 
     # -- scripting -----------------------------------------------------------------------------
     def push(self, *replies: Reply) -> None:
@@ -325,6 +351,13 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             except json.JSONDecodeError as e:
                 self._send(400, {"error": {"message": f"bad JSON: {e}"}})
                 return
+            server._enter()
+            try:
+                self._answer_post(request)
+            finally:
+                server._leave()
+
+        def _answer_post(self, request: dict) -> None:
             status, headers, body, delay = server._answer(request, {k.lower(): v for k, v in self.headers.items()}, self.path)
             if delay > 0 and server._stop.wait(delay):
                 self.close_connection = True

@@ -250,10 +250,9 @@ def test_parse_obo_reads_escaped_definitions_and_skips_obsolete_synonyms(tmp_pat
     assert terms["HP:3"].obsolete and not terms["HP:2"].obsolete
 
 
-def test_read_graph_loads_the_demo_when_the_stark_reader_exists(root):
-    stark = pytest.importorskip("ark.stark")
-    if not hasattr(stark, "read_graph"):
-        pytest.skip("ark.stark.read_graph not available yet")
+def test_stark_reader_loads_the_demo(root):
+    from ark import stark
+
     g = stark.read_graph("demo", root)
     info = pickle.loads((root / "skb" / "demo" / "processed" / "node_info.pkl").read_bytes())
     assert g.num_nodes == len(info)

@@ -1,11 +1,13 @@
 """Every notebook in notebooks/ runs clean (nbclient) against synthetic run dirs and writes its outputs.
 
-Needs nbclient, nbformat and ipykernel (pip install nbclient nbformat ipykernel); skipped without them.
+Needs nbclient, nbformat and ipykernel (requirements.txt); fails without them.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
 
 try:
@@ -13,9 +15,6 @@ try:
 except ImportError:
     from fixtures_runs import budget_grid
 
-nbformat = pytest.importorskip("nbformat", reason="pip install nbformat")
-nbclient = pytest.importorskip("nbclient", reason="pip install nbclient")
-pytest.importorskip("ipykernel", reason="pip install ipykernel")
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))

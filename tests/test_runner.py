@@ -63,10 +63,12 @@ def expected_ranking(qid: int) -> list[int]:
 
 
 class TinyRetriever:
-    """Deterministic rankings, two agents, optional failures and delay; logs what it computed."""
+    """Deterministic rankings, two agents, optional failures and delay; logs what it computed.
+    Queries from ``hang_from`` on never finish (a run to be killed mid-way, whatever the machine's speed)."""
 
-    def __init__(self, delay=0.0, fail_ids=(), log_path=None):
+    def __init__(self, delay=0.0, fail_ids=(), log_path=None, hang_from=None):
         self.delay, self.fail_ids, self.log_path = delay, set(fail_ids), log_path
+        self.hang_from = hang_from
         self.calls: list[int] = []
         self.in_flight = self.max_in_flight = 0
 
@@ -79,6 +81,8 @@ class TinyRetriever:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             await asyncio.sleep(self.delay)
+            if self.hang_from is not None and query_id >= self.hang_from:
+                await asyncio.Event().wait()
         finally:
             self.in_flight -= 1
         if query_id in self.fail_ids:
@@ -222,7 +226,7 @@ from pathlib import Path
 from tests.test_runner import TinyRetriever, make_queries
 from ark.runner import RunSettings, run_queries
 out, log = sys.argv[1], sys.argv[2]
-run_queries(TinyRetriever(delay=0.05, log_path=log), make_queries(80),
+run_queries(TinyRetriever(delay=0.01, log_path=log, hang_from=40), make_queries(80),
             RunSettings(out_dir=Path(out), concurrency=4, progress=False, n_boot=50))
 """
 
@@ -231,9 +235,10 @@ def test_resume_after_kill_9(tmp_path):
     out, log = tmp_path / "run", tmp_path / "calls.log"
     proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(out), str(log)], cwd=REPO)
     pred = out / "predictions.jsonl"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if pred.exists() and pred.read_text().count("\n") >= 20:
+    # queries 0-39 finish, 40-43 (concurrency 4) hang: wait for the 40 records (the loop only
+    # guards against a run that never writes them), then kill it with four queries in flight
+    for _ in range(6000):
+        if pred.exists() and pred.read_text().count("\n") >= 40 or proc.poll() is not None:
             break
         time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
@@ -241,8 +246,9 @@ def test_resume_after_kill_9(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     before_text = pred.read_text()
     before = {k for k, r in load_predictions(out).items() if r["status"] == "ok"}
-    assert 20 <= len(before) < 80, "the run finished before the kill; make it slower"
+    assert before == {str(i) for i in range(40)}
     started_before = set(log.read_text().split())
+    assert started_before - before == {"40", "41", "42", "43"}  # in flight when killed
 
     r = TinyRetriever()
     summary = run_queries(r, make_queries(80), RunSettings(out_dir=out, progress=False, n_boot=50))

@@ -26,8 +26,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # The tier runs only where stark-qa is installed (.venv-compare); elsewhere (the main .venv, plain
 # `pytest`) its modules are not even collected, so a module-level import of stark_qa cannot break them.
+# A run that asks for the tier (`-m comparison`) without stark-qa fails at start instead of passing empty.
 if importlib.util.find_spec("stark_qa") is None:
     collect_ignore_glob = ["test_*.py"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    expr = config.getoption("markexpr") or ""
+    if "comparison" in expr and "not comparison" not in expr and importlib.util.find_spec("stark_qa") is None:
+        raise pytest.UsageError("the comparison tier needs stark-qa, which lives in .venv-compare: "
+                                "bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison tests/comparison")
 
 
 def _install_tdc_stand_in() -> None:
@@ -77,7 +85,6 @@ def fixture_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def stark_skb():
     """``stark_skb(name, root)``: stark-qa's SKB for a processed graph on disk, built without any download."""
-    pytest.importorskip("stark_qa", reason="stark-qa lives in .venv-compare (tests/comparison/make_env.sh)")
     import pickle
 
     from stark_qa.skb import AmazonSKB, MagSKB, PrimeSKB

