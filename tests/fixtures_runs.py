@@ -1,8 +1,11 @@
-"""Synthetic run directories in the evaluation runner's format, for figure/viewer/notebook tests.
+"""Synthetic run directories for figure/viewer/notebook tests, written by the evaluation runner itself.
 
-Writes the files ark/rundir.py documents (config.yaml, predictions.jsonl, trajectories/<qid>.json as
-lists of Trajectory.to_json() dicts, metrics.json, per_query.csv) with values chosen by the test so
-expectations are known. `real_run` writes one through the real runner instead.
+Only the retriever is stood in for: each query's agent lists, tool calls and latency are chosen by the
+test, so expectations are known; everything in the directory (the files ark/rundir.py documents:
+predictions.jsonl, trajectories/<qid>.json of real ``ark.trajectory.Trajectory`` records, metrics.json,
+per_query.csv) is written by ``ark.runner.run_queries``, the fused ranking by ``ark.fusion.fuse``, the
+metrics by ``ark.metrics``, and config.yaml goes through ``ark.logger.redact`` as ``experiments/run.py``
+writes it.
 
     from tests.fixtures_runs import QuerySpec, write_run, budget_grid
     run = write_run(tmp / "budget/demo/ark-gpt-4.1-t10n3-full", config, [QuerySpec(...), ...])
@@ -12,7 +15,6 @@ Also runnable to make a demo results tree for the notebooks by hand:
 """
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from dataclasses import dataclass
@@ -21,7 +23,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from ark import runner
+from ark.fusion import fuse
+from ark.logger import redact
+
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+TOP = 20  # the runner's default ranking length for ARK
 
 
 @dataclass
@@ -35,23 +42,13 @@ class QuerySpec:
     latency_s: float = 1.0
     status: str = "ok"                       # "ok" | "failed"
     text: str = ""
-    ranking: list[int] | None = None         # fused ranking; default: vote fusion of agent_rankings
+    ranking: list[int] | None = None         # fused ranking; default: ark.fusion.fuse of agent_rankings
     shown: list[list[int]] | None = None     # per agent: the ids its first graph-tool call shows
                                              # (rendered as ark.observation renders them); default 1000+i
 
-
-def vote_fuse(rankings: list[list[int]], top: int = 20) -> list[int]:
-    """The fused ranking, from ark.fusion (the agents' default tie-break)."""
-    from ark.fusion import fuse
-
-    return fuse(rankings, top=top)
-
-
-def query_metrics(ranking: list[int], gold: list[int]) -> dict[str, float]:
-    """Hit@1, Hit@5, Recall@20, MRR of one ranked list against its gold set (ark.metrics)."""
-    from ark.metrics import evaluate
-
-    return evaluate(ranking, gold, None, METRICS)
+    @property
+    def question(self) -> str:
+        return self.text or f"query {self.query_id}"
 
 
 def _trajectory(q: QuerySpec, agent: int) -> dict:
@@ -60,7 +57,7 @@ def _trajectory(q: QuerySpec, agent: int) -> dict:
     names = ["search_graph"] * counts.get("search_graph", 0) + \
         ["explore_neighbors"] * counts.get("explore_neighbors", 0)
     steps, messages = [], [{"role": "system", "content": "You explore a knowledge graph."},
-                           {"role": "user", "content": q.text or f"query {q.query_id}"}]
+                           {"role": "user", "content": q.question}]
     selected = q.agent_rankings[agent]
     calls = [(n, {"query": f"sub-query {i}", "k": 5} if n == "search_graph" else
               {"node_id": (selected or [0])[0], "query": f"neighbors {i}", "node_types": ["paper"]})
@@ -88,7 +85,7 @@ def _trajectory(q: QuerySpec, agent: int) -> dict:
             {"id": call["id"], "type": "function",
              "function": {"name": name, "arguments": call["arguments"]}}]})
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": obs})
-    return {"query_id": q.query_id, "agent_index": agent, "query": q.text or f"query {q.query_id}",
+    return {"query_id": q.query_id, "agent_index": agent, "query": q.question,
             "prompt_version": "synthetic", "messages": messages, "tools": [], "steps": steps,
             "selected": selected, "stop_reason": "finish", "error": None, "wall_s": 0.26 * len(steps)}
 
@@ -109,46 +106,43 @@ def make_config(graph: str, t_max: int = 20, n_agents: int = 3, backbone: str = 
 
 
 def write_run(run_dir: Path, config: dict, queries: list[QuerySpec]) -> Path:
-    """Write one run directory; returns it. metrics.json means are over all queries (failed = 0)."""
+    """Write one run directory with the real runner; returns it. Failed queries count as misses in
+    metrics.json (``count_failed_as_miss``), so its means are over all queries."""
     run_dir = Path(run_dir)
-    (run_dir / "trajectories").mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    rows = []
-    with open(run_dir / "predictions.jsonl", "w") as f:
-        for q in queries:
-            ok = q.status == "ok"
-            ranking = (q.ranking if q.ranking is not None else vote_fuse(q.agent_rankings)) if ok else []
-            m = query_metrics(ranking, q.gold)
-            traj_file = f"trajectories/{q.query_id}.json"
-            trajs = [_trajectory(q, a) for a in range(len(q.agent_rankings))]
-            (run_dir / traj_file).write_text(json.dumps(trajs))
-            row = {"query_id": q.query_id, "query": q.text or f"synthetic query {q.query_id}",
-                   "status": q.status, "error": None if ok else "RuntimeError: synthetic failure",
-                   "ranking": ranking, "agent_rankings": q.agent_rankings if ok else [],
-                   "gold": q.gold, "metrics": m, "latency_s": q.latency_s,
-                   "prompt_tokens": 1000, "completion_tokens": 100, "cost_usd": 0.001,
-                   "tool_counts": q.tool_counts, "trajectory_file": traj_file}
-            rows.append(row)
-            f.write(json.dumps(row) + "\n")
-    n = len(rows)
-    means = {k: float(np.mean([r["metrics"][k] for r in rows])) if n else 0.0 for k in METRICS}
-    tot = {t: sum(c.get(t, 0) for r in rows for c in r["tool_counts"])
-           for t in ("search_graph", "explore_neighbors")}
-    total = sum(tot.values()) or 1
-    lat = [r["latency_s"] for r in rows]
-    metrics = {"n": n, "n_failed": sum(r["status"] != "ok" for r in rows), "complete": True,
-               "metrics": {f"test/{k}": {"mean": v, "ci_low": v, "ci_high": v} for k, v in means.items()},
-               "tool_share": {t: c / total for t, c in tot.items()},
-               "latency_s": {"mean": float(np.mean(lat)) if lat else 0.0,
-                             "p50": float(np.median(lat)) if lat else 0.0},
-               "tokens": {"prompt": 1000 * n, "completion": 100 * n}, "cost_usd": 0.001 * n}
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    with open(run_dir / "per_query.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["query_id", "status", *METRICS, "latency_s"])
-        for r in rows:
-            w.writerow([r["query_id"], r["status"], *(r["metrics"][k] for k in METRICS), r["latency_s"]])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(redact(config), sort_keys=False))
+    _run_stand_in(queries, runner.RunSettings(out_dir=run_dir, concurrency=4, top=TOP, n_boot=20,
+                                              progress=False, count_failed_as_miss=True))
     return run_dir
+
+
+def _run_stand_in(queries: list[QuerySpec], settings, logger=None) -> dict:
+    """``ark.runner.run_queries`` over a retriever that replays each QuerySpec as real Retrieval and
+    Trajectory records (only the LLM and the graph are stood in for)."""
+    from ark.retrieval import Retrieval
+    from ark.trajectory import Trajectory
+
+    by_text = {q.question: q for q in queries}
+    assert len(by_text) == len(queries), "QuerySpec texts must be distinct"
+
+    class StandIn:
+        async def aretrieve(self, query: str, query_id=""):
+            q = by_text[query]
+            if q.status != "ok":
+                raise RuntimeError("synthetic failure")
+            trajs = [Trajectory.from_json(_trajectory(q, a)) for a in range(len(q.agent_rankings))]
+            return Retrieval(ranking=q.ranking if q.ranking is not None else fuse(q.agent_rankings, top=TOP),
+                             agent_rankings=q.agent_rankings, trajectories=trajs, latency_s=q.latency_s,
+                             prompt_tokens=1000, completion_tokens=100, cost_usd=0.001)
+
+    @dataclass(frozen=True)
+    class Q:
+        id: int
+        text: str
+        answer_ids: tuple
+
+    qs = [Q(q.query_id, q.question, tuple(q.gold)) for q in queries]
+    return runner.run_queries(StandIn(), qs, settings, logger=logger)
 
 
 def random_queries(rng: np.random.Generator, n_queries: int, n_agents: int, p_hit: float,
@@ -200,12 +194,9 @@ def real_run(runs_root: Path, overrides: list[str], queries: list[QuerySpec]) ->
     """A run dir written by the real code path: the Hydra config composed from conf/ (written as
     experiments/run.py writes it, with run.json) and ark.runner.run_queries over a stand-in retriever
     that returns ark.retrieval.Retrieval objects holding real ark.trajectory.Trajectory records.
-    Only the LLM and the graph are stood in for. Needs ark.runner, ark.trajectory, experiments.run."""
+    Only the LLM and the graph are stood in for."""
     from omegaconf import OmegaConf, open_dict
 
-    from ark import runner
-    from ark.retrieval import Retrieval
-    from ark.trajectory import Trajectory
     from experiments import run as er
 
     cfg = er.compose([*overrides, f"paths.runs={runs_root}", "progress=false", "n_boot=20"])
@@ -214,30 +205,12 @@ def real_run(runs_root: Path, overrides: list[str], queries: list[QuerySpec]) ->
     out.mkdir(parents=True, exist_ok=True)
     with open_dict(cfg):
         cfg.pop("hydra")
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))))
+    resolved = redact(OmegaConf.to_container(cfg, resolve=True))
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
     (out / "run.json").write_text(json.dumps(info, indent=1))
-    by_text = {q.text or f"query {q.query_id}": q for q in queries}
-
-    class StandIn:
-        async def aretrieve(self, query: str, query_id=""):
-            q = by_text[query]
-            if q.status != "ok":
-                raise RuntimeError("synthetic failure")
-            trajs = [Trajectory.from_json(_trajectory(q, a)) for a in range(len(q.agent_rankings))]
-            return Retrieval(ranking=q.ranking if q.ranking is not None else vote_fuse(q.agent_rankings),
-                             agent_rankings=q.agent_rankings, trajectories=trajs, latency_s=q.latency_s,
-                             prompt_tokens=1000, completion_tokens=100, cost_usd=0.001)
-
-    @dataclass(frozen=True)
-    class Q:
-        id: int
-        text: str
-        answer_ids: tuple
-
-    qs = [Q(q.query_id, q.text or f"query {q.query_id}", tuple(q.gold)) for q in queries]
     settings = runner.RunSettings(out_dir=out, concurrency=4, top=cfg.retriever.top, n_boot=20,
                                   progress=False, extra=info)
-    runner.run_queries(StandIn(), qs, settings)
+    _run_stand_in(queries, settings)
     return out
 
 

@@ -26,8 +26,8 @@ def _queries(n_hit1: int, n: int = 4, latency: float = 1.0, tools=None) -> list[
     for q in range(n):
         gold = [100 + q]
         ranking = [gold[0], 1, 2] if q < n_hit1 else [1, 2, 3]
-        out.append(QuerySpec(q, gold, [ranking], tools or [{"search_graph": 1, "explore_neighbors": 1}],
-                             latency_s=latency, ranking=ranking))
+        tools_ = tools or [{"search_graph": 1, "explore_neighbors": 1}]     # one entry per agent
+        out.append(QuerySpec(q, gold, [ranking] * len(tools_), tools_, latency_s=latency, ranking=ranking))
     return out
 
 
