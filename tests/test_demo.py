@@ -11,6 +11,7 @@ import ast
 import csv
 import json
 import pickle
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -196,9 +197,12 @@ def test_genes_of_phenotype_and_disease_gold(files, graph):
         query, gold = files["qa"][qid]
         p, d = params["phenotype"], params["disease"]
         assert info[p]["name"] in query and info[d]["name"] in query
-        assert p in adj[d, "phenotype present"]
-        expected = _of_type(files, adj[p, "associated with"] & adj[d, "associated with"], "gene/protein")
-        assert set(gold) == expected, qid
+        d_genes = _of_type(files, adj[d, "associated with"], "gene/protein")
+        p_genes = _of_type(files, adj[p, "associated with"], "gene/protein")
+        assert set(gold) == d_genes & p_genes, qid
+        # both conditions narrow the answer: neither the disease's genes nor the phenotype's genes alone
+        assert set(gold) < d_genes and set(gold) < p_genes, qid
+        assert p not in adj[d, "phenotype present"], qid  # else every gene of d would have p
 
 
 def test_diseases_of_defined_phenotype_gold(files, graph, definitions):
@@ -265,3 +269,176 @@ def test_stark_reader_loads_the_demo(root):
     for split in ("train", "val", "test", "test-0.1"):
         ids = [int(x) for x in (root / "qa" / "demo" / "split" / f"{split}.index").read_text().split()]
         assert [q.id for q in qs.split(split)] == ids
+
+
+# --------------------------------------------------------------------------- against the raw HPO files
+# Each property of the query set is checked on what the real builder wrote, against the annotation
+# files themselves (read here with csv), not against the builder's own intermediate sets.
+
+def _raw_rows(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t"))
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict:
+    data = demo.hpo_data_dir()
+    terms = demo.parse_obo(data / "hp.obo")
+    primary = {t: t for t, term in terms.items() if not term.obsolete}
+    for t, term in terms.items():
+        if not term.obsolete:
+            for alt in term.alt_ids:
+                primary.setdefault(alt, t)
+    hpoa = _raw_rows(data / "phenotype.hpoa")
+    for r in hpoa:
+        r["hpo_id"] = primary.get(r["hpo_id"], r["hpo_id"])
+    g2p = _raw_rows(data / "genes_to_phenotype.txt")
+    for r in g2p:
+        r["hpo_id"] = primary.get(r["hpo_id"], r["hpo_id"])
+    return {"hpoa": hpoa, "g2p": g2p}
+
+
+@pytest.fixture(scope="module")
+def node_of(files) -> dict:
+    """(node type, source id) -> node index, from the written node_info."""
+    return {(n["type"], n["id"]): i for i, n in files["node_info"].items()}
+
+
+def _seen(row: dict) -> bool:
+    """Qualifier not NOT and frequency not 'observed in none' (the raw file uses 0/N for that)."""
+    return row["qualifier"] != "NOT" and not row["frequency"].startswith("0/")
+
+
+def _pairs(files, graph, relation, src_type, dst_type) -> set[tuple[str, str]]:
+    info = files["node_info"]
+    return {(info[s]["id"], info[d]["id"]) for s, d in graph["canonical"][relation]
+            if info[s]["type"] == src_type and info[d]["type"] == dst_type}
+
+
+def test_phenotype_present_edges_are_exactly_aspect_p_annotations_seen_in_patients(raw, files, graph):
+    stored = _pairs(files, graph, "phenotype present", "disease", "effect/phenotype")
+    expected = {(r["database_id"], r["hpo_id"]) for r in raw["hpoa"] if r["aspect"] == "P" and _seen(r)}
+    assert stored == expected
+    other_aspects = {(r["database_id"], r["hpo_id"]) for r in raw["hpoa"] if r["aspect"] != "P"}
+    assert len(other_aspects) > 15_000 and not other_aspects & stored   # inheritance, onset, ... are no edges
+
+
+def test_other_aspects_are_disease_details_not_phenotypes(raw, files, node_of):
+    info = files["node_info"]
+    # OMIM:243400 (NAT2-related): its inheritance annotation is text in its details, not a phenotype edge
+    rows = [r for r in raw["hpoa"] if r["aspect"] == "I" and r["qualifier"] != "NOT"]
+    assert rows
+    names = {n["id"]: n["name"] for n in info.values() if n["type"] == "effect/phenotype"}
+    for r in rows[:500]:
+        d = info[node_of["disease", r["database_id"]]]
+        assert names[r["hpo_id"]] in d["details"]["inheritance"]
+    labels = {"C": "clinical course", "M": "clinical modifier", "H": "past medical history"}
+    for aspect, label in labels.items():
+        r = next(r for r in raw["hpoa"] if r["aspect"] == aspect and _seen(r))
+        assert names[r["hpo_id"]] in info[node_of["disease", r["database_id"]]]["details"][label]
+
+
+def test_zero_frequency_annotations_are_absent_not_present(raw, files, graph):
+    present = _pairs(files, graph, "phenotype present", "disease", "effect/phenotype")
+    absent = _pairs(files, graph, "phenotype absent", "disease", "effect/phenotype")
+    by_pair = defaultdict(list)
+    for r in raw["hpoa"]:
+        if r["aspect"] == "P":
+            by_pair[r["database_id"], r["hpo_id"]].append(r)
+    zero_only = {k for k, rows in by_pair.items()
+                 if all(r["frequency"].startswith("0/") for r in rows if r["qualifier"] != "NOT")
+                 and any(r["frequency"].startswith("0/") for r in rows)}
+    assert len(zero_only) > 1000                          # the release has such annotations
+    assert not zero_only & present and zero_only <= absent
+    negated = {k for k, rows in by_pair.items() if all(not _seen(r) for r in rows)}
+    assert absent == negated and not present & absent
+
+
+def test_gene_phenotype_edges_come_from_diseases_with_the_phenotype_present(raw, files, graph):
+    info = files["node_info"]
+    stored = {(int(info[g]["id"]), info[p]["id"])
+              for g, p in graph["canonical"]["associated with"]
+              if info[g]["type"] == "gene/protein" and info[p]["type"] == "effect/phenotype"}
+    present = {(r["database_id"], r["hpo_id"]) for r in raw["hpoa"] if r["aspect"] == "P" and _seen(r)}
+    expected = {(int(r["ncbi_gene_id"]), r["hpo_id"]) for r in raw["g2p"] if (r["disease_id"], r["hpo_id"]) in present}
+    assert stored == expected
+    # the raw gene file also lists NOT, zero-frequency and inheritance rows: those made no edge
+    dropped = {(int(r["ncbi_gene_id"]), r["hpo_id"]) for r in raw["g2p"]} - expected
+    assert len(dropped) > 100
+
+
+def test_diseases_with_two_names_keep_the_others_as_synonyms(raw, files, node_of):
+    names = defaultdict(list)
+    for r in raw["hpoa"]:
+        if r["disease_name"] not in names[r["database_id"]]:
+            names[r["database_id"]].append(r["disease_name"])
+    several = {d: n for d, n in names.items() if len({x.casefold() for x in n}) > 1}
+    assert len(several) > 20
+    for d, n in several.items():
+        node = files["node_info"][node_of["disease", d]]
+        assert node["name"] == n[0]
+        others = {x.casefold() for x in n[1:]} - {n[0].casefold()}
+        assert others <= {x.casefold() for x in node["details"]["synonyms"]}, d
+
+
+def test_genes_without_a_symbol_are_never_asked_about(raw, files):
+    unnamed_raw = {r["ncbi_gene_id"] for r in raw["g2p"] if r["gene_symbol"] == "-"}
+    assert unnamed_raw                                        # the release has some
+    info = files["node_info"]
+    unnamed = {i for i, n in info.items() if n["type"] == "gene/protein" and n["id"] in unnamed_raw}
+    assert len(unnamed) == len(unnamed_raw)                   # they are in the graph ...
+    for qid, (template, params) in files["templates"].items():
+        query, gold = files["qa"][qid]
+        assert not unnamed & set(gold), qid                   # ... but never a gold answer
+        assert not unnamed & {v for v in params.values() if isinstance(v, int)}, qid  # nor asked about
+
+
+def test_query_subjects_are_phenotypic_abnormalities(files, graph):
+    info = files["node_info"]
+    root = next(i for i, n in info.items() if n["id"] == demo.PHENOTYPIC_ABNORMALITY)
+    below, stack = set(), [root]
+    while stack:
+        t = stack.pop()
+        if t not in below:
+            below.add(t)
+            stack.extend(c for c in graph["adj"][t, "parent-child"] if (t, c) in graph["canonical"]["parent-child"])
+    for qid, (template, params) in files["templates"].items():
+        for key in ("phenotype", "term"):
+            if key in params:
+                assert params[key] in below, (qid, info[params[key]]["name"])
+
+
+NOUN_PHRASE_SLOTS = [p.split("{ldesc}")[0] for ps in demo.PHRASES.values() for p in ps if "{ldesc}" in p]
+
+
+def test_definitions_that_are_sentences_only_follow_a_colon(files):
+    used = 0
+    for qid, (template, params) in files["templates"].items():
+        if "description" not in params:
+            continue
+        query = files["qa"][qid][0]
+        if any(query.startswith(slot) for slot in NOUN_PHRASE_SLOTS):
+            used += 1
+            desc = params["description"]
+            assert not re.search(r"\.\s+[A-Z]", desc), (qid, query)         # one sentence
+            assert not re.search(r"\b(can|may|might|must|is|are)\b", re.sub(r"\b(that|which|who|whom|whose|where|when|whereby|as)\b.*", "", desc)), (qid, query)
+    assert used > 100
+
+
+@pytest.mark.parametrize("desc,ok", [
+    ("Glycosylated transferrin concentrations can be measured in serum to detect defects", False),
+    ("The amount of bile acids in the urine, normalized for urine concentration, is above the upper limit of normal", False),
+    ("Duplication of the fibula. This may occur as a part of diplopodia", False),
+    ("An abnormally decreased level of immunoglobulin E (IgE) in blood", True),
+    ("A feeling of sadness characterized by episodes of crying that can occur suddenly", True),
+    ("Absence of the corpus callosum as a result of the failure of the corpus callosum to develop, which can be the result of a failure", True),
+])
+def test_reads_as_noun_phrase(desc, ok):
+    assert demo.reads_as_noun_phrase(desc) is ok
+
+
+@pytest.mark.parametrize("frequency,none", [("0/7", True), ("0%", True), ("HP:0040285", True),
+                                            ("1/7", False), ("10/10", False), ("50%", False),
+                                            ("HP:0040283", False), ("", False)])
+def test_observed_in_none(frequency, none):
+    assert demo.observed_in_none(frequency) is none
