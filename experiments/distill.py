@@ -8,7 +8,8 @@ chat template, README.md model card, distill_info.json) and `<output_dir>/data_s
 
     python experiments/distill.py distill.train_dirs=[results/runs/collect/prime/collect-gpt-4.1] \
         distill.val_dirs=[results/runs/collect-val/prime/collect-gpt-4.1] distill.n_queries=600
-    # then: scripts/serve_vllm.sh Qwen/Qwen3-8B --adapter results/distill/<name>/adapter, backbone=student
+    # then: scripts/serve_vllm.sh Qwen/Qwen3-8B --adapters results/distill  (every Qwen3-8B adapter,
+    #       each served under its directory name <graph>-qwen3-8b-<n>), and backbone=student-8b-600
 
 The entry point needs conf/experiment/distill.yaml (a `distill:` block, see `distill()`); `distill()`
 takes plain objects and is what tests call.
