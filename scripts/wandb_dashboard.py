@@ -1,7 +1,6 @@
 """Build a saved W&B workspace that compares ARK runs side by side (for users who are online).
 
-    pip install wandb-workspaces==0.4.13      # not in requirements.txt: only this script needs it
-    wandb login
+    wandb login                               # wandb-workspaces comes with requirements.txt
     python scripts/wandb_dashboard.py --entity ME --project ark --experiment table1
     python scripts/wandb_dashboard.py ... --dry-run   # print the view, save nothing
 
@@ -11,6 +10,10 @@ recall@20, mrr), tool use (search vs. neighborhood shares), failure attribution 
 classes), cost and latency, and a run comparer of
 the configs. Runs are tagged graph:/backbone:/budget:/ablation: by ark.logger, so the runs table can
 be filtered further in the UI.
+
+tests/test_wandb_dashboard.py checks, offline, that every panel plots a key a real run logs (runner +
+ark.logger into an offline W&B run) and that the view selects runs the way the logger groups them;
+saving the view needs W&B's servers and is the one step only a user online can run.
 """
 
 from __future__ import annotations

@@ -1,0 +1,100 @@
+"""scripts/wandb_dashboard.py: every panel plots a key that a real run logs, and the view selects runs the
+way the logger files them. The runs come from the real runner and ark.logger writing an offline W&B run
+(no network); only `Workspace.save`, the call to W&B's servers, is scripted here.
+"""
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import wandb_workspaces.workspaces as ws
+from omegaconf import OmegaConf
+
+from ark import runner
+from ark.logger import WandbLogger, read_offline_run
+from experiments.run import compose, run_info
+from tests.fixtures_runs import QuerySpec, _run_stand_in
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("wandb_dashboard", REPO / "scripts" / "wandb_dashboard.py")
+dash = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(dash)
+
+
+def _plotted(workspace) -> set[str]:
+    keys: set[str] = set()
+    for section in workspace.sections:
+        for panel in section.panels:
+            keys.update(getattr(panel, "metrics", None) or [])
+            keys.update(getattr(panel, "y", None) or [])
+            if getattr(panel, "metric", None):
+                keys.add(panel.metric)
+    return keys
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory) -> dict:
+    """An offline W&B run written by the runner through ark.logger, as experiments/run.py starts it."""
+    tmp = tmp_path_factory.mktemp("wb")
+    mp = pytest.MonkeyPatch()
+    mp.delenv("WANDB_API_KEY", raising=False)
+    mp.setenv("WANDB_MODE", "offline")
+    mp.setenv("WANDB_SILENT", "true")
+    cfg = compose(["graph=demo", "backbone=scripted", "experiment=table1"])
+    info = run_info(cfg)
+    resolved = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
+    log = WandbLogger(project="ark-test", dir=tmp / "wandb")
+    log.start(f"{info['graph']}/{info['run_name']}", cfg.experiment_name, info, resolved)
+    # agent 0's first search shows the gold and selects it: every summary field has a value
+    queries = [QuerySpec(i, [10 + i], [[10 + i, 1], [2]], [{"search_graph": 2, "explore_neighbors": 1}] * 2,
+                         shown=[[1, 10 + i], [2, 3]]) for i in range(4)]
+    settings = runner.RunSettings(out_dir=tmp / "run", concurrency=2, n_boot=20, progress=False, log_every=1,
+                                  extra=info)
+    _run_stand_in(queries, settings, logger=log)
+    wb_dir = log.run_dir
+    log.finish()
+    for _ in range(50):  # the W&B service may still be flushing the run's records after finish()
+        back = read_offline_run(wb_dir)
+        if back["summary"] and back["history"]:
+            break
+        time.sleep(0.2)
+    mp.undo()
+    return {"back": back, "experiment": cfg.experiment_name, "split": cfg.split}
+
+
+def test_every_panel_plots_a_logged_key(logged):
+    back = logged["back"]
+    keys = set(back["summary"]) | {k for h in back["history"] for k in h}
+    plotted = _plotted(dash.build_workspace("me", "ark", logged["experiment"], logged["split"]))
+    assert plotted and plotted <= keys, sorted(plotted - keys)
+    assert {f"{logged['split']}/{m}" for m in dash.METRICS} <= plotted
+
+
+def test_the_view_selects_the_experiment_and_groups_by_graph(logged):
+    back = logged["back"]
+    workspace = dash.build_workspace("me", "ark", logged["experiment"])
+    assert back["group"] == logged["experiment"] == "table1"
+    assert f"== '{back['group']}'" in str(workspace.runset_settings.filters)
+    (group,) = workspace.runset_settings.groupby
+    node = back["config"]
+    for part in group.name.split("."):
+        node = node[part]
+    assert node == "demo"
+
+
+def test_main_saves_the_view_and_prints_its_url(monkeypatch, capsys):
+    saved = []
+
+    @dataclass
+    class Saved:  # what Workspace.save returns from W&B's servers
+        url: str
+
+    monkeypatch.setattr(ws.Workspace, "save", lambda self: saved.append(self) or Saved("https://wandb.ai/me/ark/v"))
+    assert dash.main(["--entity", "me", "--experiment", "ablation"]) == 0
+    assert capsys.readouterr().out.strip() == "saved workspace view: https://wandb.ai/me/ark/v"
+    assert [w.name for w in saved] == ["ARK ablation: side by side"] and saved[0].entity == "me"
+    assert dash.main(["--entity", "me", "--dry-run"]) == 0 and len(saved) == 1
+    assert "ARK table1: side by side" in capsys.readouterr().out
