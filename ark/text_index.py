@@ -48,6 +48,48 @@ TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 METHODS = ("lucene", "robertson", "atire")  # bm25s methods without a non-occurrence term
 INDEX_VERSION = 1
 _META = "ark_index.json"
+_VOCAB_HASHES, _VOCAB_IDS = "vocab.hash.npy", "vocab.ids.npy"
+
+
+def _token_hash(token: str) -> int:
+    return int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+class HashedVocab:
+    """The vocabulary as two memory-mapped arrays (64-bit token hashes, sorted, and their token ids):
+    opening it costs nothing at any size, where bm25s' JSON dict is parsed in full (seconds for a
+    MAG-size vocabulary, in every sweep job). Written only when no two tokens share a hash; a token
+    outside the vocabulary matching a stored hash has odds of about V / 2^64."""
+
+    def __init__(self, hashes: np.ndarray, ids: np.ndarray):
+        self._hashes, self._ids = hashes, ids
+
+    @staticmethod
+    def arrays(vocab: dict) -> tuple[np.ndarray, np.ndarray] | None:
+        hashes = np.fromiter((_token_hash(t) for t in vocab), dtype=np.uint64, count=len(vocab))
+        ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
+        order = np.argsort(hashes, kind="stable")
+        hashes, ids = hashes[order], ids[order]
+        if len(hashes) > 1 and bool((hashes[1:] == hashes[:-1]).any()):
+            return None
+        return hashes, ids
+
+    def _find(self, token: str) -> int:
+        h = np.uint64(_token_hash(token))
+        i = int(np.searchsorted(self._hashes, h))
+        return int(self._ids[i]) if i < len(self._hashes) and self._hashes[i] == h else -1
+
+    def __contains__(self, token: str) -> bool:
+        return self._find(token) >= 0
+
+    def __getitem__(self, token: str) -> int:
+        i = self._find(token)
+        if i < 0:
+            raise KeyError(token)
+        return i
+
+    def __len__(self) -> int:
+        return len(self._hashes)
 
 
 class Tokenizer:
@@ -312,6 +354,10 @@ class BM25Index:
         d.mkdir(parents=True, exist_ok=True)
         (d / _META).unlink(missing_ok=True)
         self.retriever.save(str(d))
+        arrays = HashedVocab.arrays(self._vocab) if isinstance(self._vocab, dict) else None
+        if arrays is not None:
+            np.save(d / _VOCAB_HASHES, arrays[0])
+            np.save(d / _VOCAB_IDS, arrays[1])
         meta = {"version": INDEX_VERSION, "fingerprint": self.fingerprint, "num_docs": self.num_docs,
                 **asdict(self.params), **(extra or {})}
         (d / _META).write_text(json.dumps(meta, indent=1))
@@ -326,8 +372,13 @@ class BM25Index:
         meta = json.loads(meta_path.read_text())
         params = BM25Params(k1=meta["k1"], b=meta["b"], method=meta["method"], stem=meta["stem"],
                             stopwords=meta.get("stopwords", True))
-        retriever = bm25s.BM25.load(str(d), mmap=mmap)
+        hashed = (d / _VOCAB_HASHES).exists() and (d / _VOCAB_IDS).exists()
+        retriever = bm25s.BM25.load(str(d), mmap=mmap, load_vocab=not hashed)
         retriever.backend = "numba"
+        if hashed:
+            mode = "r" if mmap else None
+            retriever.vocab_dict = HashedVocab(np.load(d / _VOCAB_HASHES, mmap_mode=mode),
+                                               np.load(d / _VOCAB_IDS, mmap_mode=mode))
         return cls(retriever, params, meta.get("fingerprint", ""))
 
     @staticmethod

@@ -156,8 +156,38 @@ def phase_cold(d: Path) -> dict:
             "rebuilt": False}
 
 
+def write_vocab(d: Path, n_tokens: int) -> None:
+    """A vocabulary of ``n_tokens`` tokens saved both ways: bm25s' JSON dict and `HashedVocab`'s arrays."""
+    from ark.text_index import HashedVocab
+
+    vocab = {f"t{i:07d}x": i for i in range(n_tokens)}
+    (d / "vocab").mkdir(parents=True, exist_ok=True)
+    (d / "vocab" / "vocab.index.json").write_text(json.dumps(vocab))
+    hashes, ids = HashedVocab.arrays(vocab)
+    np.save(d / "vocab" / "vocab.hash.npy", hashes)
+    np.save(d / "vocab" / "vocab.ids.npy", ids)
+
+
+def phase_vocab_json(d: Path) -> dict:
+    t = time.perf_counter()
+    with open(d / "vocab" / "vocab.index.json") as f:
+        vocab = json.load(f)   # what bm25s.BM25.load does with load_vocab=True
+    found = "t0000042x" in vocab
+    return {"load_s": time.perf_counter() - t, "found": found}
+
+
+def phase_vocab_hash(d: Path) -> dict:
+    from ark.text_index import HashedVocab
+
+    t = time.perf_counter()
+    vocab = HashedVocab(np.load(d / "vocab" / "vocab.hash.npy", mmap_mode="r"),
+                        np.load(d / "vocab" / "vocab.ids.npy", mmap_mode="r"))
+    found = "t0000042x" in vocab
+    return {"load_s": time.perf_counter() - t, "found": found}
+
+
 PHASES = {"build-tables": phase_build_tables, "build-stark": phase_build_stark, "index": phase_index,
-          "cold": phase_cold}
+          "cold": phase_cold, "vocab-json": phase_vocab_json, "vocab-hash": phase_vocab_hash}
 
 
 def _child(phase: str, d: Path) -> dict:
@@ -174,6 +204,10 @@ def _child(phase: str, d: Path) -> dict:
 def run(args) -> dict:
     d = args.dir
     out = {"scale": args.scale}
+    if args.vocab_only:
+        write_vocab(d, int(1_900_000 * args.scale))
+        out["vocab"] = {k: [_child(f"vocab-{k}", d) for _ in range(3)] for k in ("json", "hash")}
+        return out
     if not (args.reuse and (d / "tables" / "nodes.parquet").exists()):
         shutil.rmtree(d, ignore_errors=True)
         out["write"] = write_inputs(d, args.scale, args.seed)
@@ -190,6 +224,12 @@ def run(args) -> dict:
 
 
 def report(r: dict) -> None:
+    if "vocab" in r:
+        j = np.median([x["load_s"] for x in r["vocab"]["json"]])
+        h = np.median([x["load_s"] for x in r["vocab"]["hash"]])
+        print(f"vocabulary of {int(1_900_000 * r['scale']):,} tokens, opened and one lookup (median of 3): "
+              f"bm25s' JSON {j:.3f} s, hashed arrays {h * 1e3:.1f} ms ({j / h:.0f}x)")
+        return
     t, s = r["tables"], r["stark"]
     print()
     print(f"== bench_tables: scale {r['scale']}: {t['nodes']:,} nodes, {t['edges']:,} stored edges "
@@ -218,6 +258,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reuse", action="store_true", help="reuse the inputs under --dir")
     p.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--vocab-only", action="store_true",
+                   help="only time opening a BM25 vocabulary: bm25s' JSON vs the memory-mapped hash arrays")
     args = p.parse_args(argv)
     if args.phase:
         print(json.dumps(PHASES[args.phase](args.dir)))

@@ -202,3 +202,24 @@ def test_load_index_reuses_then_rebuilds_on_change(tmp_path, monkeypatch):
     assert rebuilt.search("aardvark", 3)[0].tolist() == [0]
     # other BM25 parameters: rebuilt too
     assert load_index(changed, tmp_path, k1=0.9).params.k1 == 0.9
+
+
+def test_saved_vocabulary_is_memory_mapped_and_looks_up_like_the_dict(random_corpus, tmp_path):
+    """A loaded index reads its vocabulary from hash arrays, not bm25s' JSON: same ids for every
+    token, misses for tokens outside it, same searches."""
+    from ark.text_index import HashedVocab
+
+    texts = random_corpus if isinstance(random_corpus, list) else random_corpus[0]
+    idx = BM25Index.build(texts)
+    idx.save(tmp_path / "ix")
+    assert (tmp_path / "ix" / "vocab.hash.npy").exists()
+    loaded = BM25Index.load(tmp_path / "ix")
+    vocab = loaded.retriever.vocab_dict
+    assert isinstance(vocab, HashedVocab) and len(vocab) == len(idx._vocab)
+    assert all(vocab[t] == i for t, i in idx._vocab.items())
+    assert "zzzz-not-a-token" not in vocab
+    with pytest.raises(KeyError):
+        vocab["zzzz-not-a-token"]
+    for q in texts[:20]:
+        np.testing.assert_array_equal(loaded.token_ids(q), idx.token_ids(q))
+        np.testing.assert_array_equal(loaded.search(q, 10)[0], idx.search(q, 10)[0])
