@@ -1,0 +1,59 @@
+"""The run-directory reader (ark/rundir.py) on directories the runner writes: identity, records,
+trajectories, shards, a torn last line."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ark import runner
+from ark.rundir import RunDir, find_run_dirs
+from tests.test_runner import TinyRetriever, make_queries
+
+
+def _run(out, queries, **kw):
+    return runner.run_queries(TinyRetriever(**kw), queries, runner.RunSettings(out_dir=out, progress=False, n_boot=10))
+
+
+def test_records_metrics_and_identity_from_the_path(tmp_path):
+    out = tmp_path / "exp" / "demo" / "bm25-none-none-none"
+    summary = _run(out, make_queries(5), fail_ids={2})
+    run = RunDir(out)
+    assert [r["query_id"] for r in run.records()] == [q.id for q in make_queries(5)]
+    assert [r["query_id"] for r in run.records("ok")] == [q.id for q in make_queries(5) if q.id != 2]
+    assert run.metric_means()["hit@1"] == pytest.approx(summary["metrics"]["hit@1"]["mean"])
+    assert run.metric_cis()["mrr"][1] == pytest.approx(summary["metrics"]["mrr"]["ci_low"])
+    assert not run.complete                                   # a failed query
+    assert (run.info["experiment"], run.info["graph"], run.info["retriever"]) == ("exp", "demo", "bm25")
+    assert run.per_query_metric("hit@1", include_failed=True)["2"] == 0.0 and "2" not in run.per_query_metric("hit@1")
+    (out / "run.json").write_text(json.dumps({"graph": "prime", "retriever": "ark", "ablation": "no_neighbors"}))
+    again = RunDir(out)
+    assert (again.info["graph"], again.info["ablation"], again.info["experiment"]) == ("prime", "no_neighbors", "exp")
+
+
+def test_a_torn_last_line_is_skipped_and_the_latest_record_wins(tmp_path):
+    out = tmp_path / "r"
+    _run(out, make_queries(3), fail_ids={1})
+    _run(out, make_queries(3))                                 # retries query 1: a second line for it
+    with open(out / "predictions.jsonl", "a") as f:
+        f.write('{"query_id": 9, "sta')
+    run = RunDir(out)
+    assert len(run.records()) == 3 and run.record(1)["status"] == "ok"
+
+
+def test_shards_are_left_out_once_merged(tmp_path):
+    out = tmp_path / "exp" / "demo" / "run"
+    qs = make_queries(6)
+    for i in range(2):
+        _run(runner.shard_dir(out, (i, 2)), runner.select_queries(qs, shard=(i, 2)))
+    assert len(find_run_dirs([tmp_path])) == 2                 # shards only: each is a run
+    runner.merge(sorted((out / "shards").iterdir()), out)
+    assert find_run_dirs([tmp_path]) == [out]
+    assert len(RunDir(out).records()) == 6
+
+
+def test_not_a_run_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match="predictions.jsonl"):
+        RunDir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="nope"):
+        find_run_dirs([tmp_path / "nope"])
