@@ -88,7 +88,7 @@ class AgentConfig:
     n_agents: int = 3  # parallel agents per query (paper: 3)
     temperature: float | None = None  # sampling is set on the backbone; a value here must match it
     prompt_version: str = "v1"  # ark/prompts/system_<version>.md
-    fuse_top: int | None = 20  # fused ranking length (evaluation truncates to 20); None keeps all
+    fuse_top: int | None = None  # fused ranking length; None keeps all (the runner cuts it, ark.metrics.scored_list)
     tie_break: str = "list"  # fusion tie-break, see ark.fusion
     tool_choice: str = "required"  # passed to the client; it downgrades where a backend lacks it
     concurrency: int = 64  # global limit of running agents when no semaphore is given

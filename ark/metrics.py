@@ -4,48 +4,65 @@ Owns the numbers in Table 1. Two ways to score one ranked list, both documented 
 
 ``mode="paper"`` (default; how the ARK paper scores, appendix "Implementation Details")
     The retriever's ranked list *is* the ranking. ARK's fused list is truncated to the top 20 by the
-    runner, baselines keep their top 100. Hit@1 and MRR are computed on that same list, so a gold node
-    that is not in the list counts as not retrieved (reciprocal rank 0). Like STaRK:
+    runner, baselines keep their top 100 (`scored_list`; ``cut="top_first"`` cuts before dropping
+    non-candidates, as the paper's "aggregated ranking is truncated to the top 20 nodes" reads, and
+    ``"candidates_first"`` drops them first). Hit@1 and MRR are computed on that same list, so a gold
+    node that is not in the list counts as not retrieved (reciprocal rank 0). Like STaRK:
       * gold ids that are not graph candidates are dropped (they leave Recall's denominator);
       * ranked ids that are not candidates are dropped from the list (STaRK's evaluator only keeps
         scores at candidate positions, so later candidates move up);
       * a query whose gold set is empty after dropping scores 0 on every metric (torchmetrics'
         ``empty_target_action="neg"``), and stays in the average;
-      * a gold id above ``max(candidate_ids)`` is just dropped (stark-qa raises IndexError there);
       * per-query ratios (MRR, Recall) are computed in float32 and returned as Python floats, as
         stark-qa's torchmetrics tensors are, so per-query values equal stark-qa's bit for bit
         (1/3 is 0.3333333432674408, not 0.3333333333333333; differences are < 1e-7).
 
 ``mode="stark_qa"`` (to compare with numbers computed the stark-qa way)
-    stark-qa's ``Evaluator`` takes a score dict, writes it into a vector over *all* candidates and
-    gives every unscored candidate ``min(score) - 1``: one big tie at the bottom, ordered however
-    ``torch.topk``/``argsort`` happen to order ties. We reproduce that exactly (the list becomes scores
-    ``len(list) - position + 1``, so even the tie is > 0 and the torchmetrics >= 1.7.4 rule "gold with
-    score <= 0 is ignored by MRR and Recall" never triggers) and rank with the same torch calls. On a ranking
-    that scores every candidate the two modes agree exactly. On a truncated list they differ wherever
-    the tie matters: MRR gets a positive reciprocal rank for a gold node outside the list (somewhere
-    inside the tie, 1/(len+1) at most), and Hit@k/Recall@k for k > len(list) can count gold nodes
-    from the tie. Hit@k and Recall@k for k <= len(list) are identical.
+    Exactly `stark_evaluate` on the list: stark-qa's ``Evaluator`` writes the score dict into a
+    vector over *all* candidates and gives every unscored candidate ``min(score) - 1``, one big tie
+    at the bottom that torch orders however its ``argsort``/``topk`` order ties; we make the same
+    torch calls on the same tensors, so the tie comes out the same. The list's scores are
+    `stark_scores` (``len - position + 1``, all > 0) unless the caller passes the retriever's own.
+    ``torchmetrics`` names the ranking semantics: ``"1.7.0"`` (before PR #3104) or ``"1.9"`` (since
+    1.7.4: MRR and Recall's numerator ignore gold with score <= 0; hit rate and Recall's denominator
+    do not). With positive scores the two agree; with cosine similarities, log-probabilities or
+    negative ranks "1.9" gives MRR and Recall 0 where "1.7.0" does not. On a ranking that scores every
+    candidate the two modes agree exactly. On a truncated list they differ wherever the tie matters:
+    MRR gets a positive reciprocal rank for a gold node outside the list (somewhere inside the tie,
+    1/(len+1) at most), and Hit@k/Recall@k for k > len(list) can count gold nodes from the tie.
+
+Ids above ``max(candidate_ids)``: stark-qa's Evaluator raises IndexError on them, and so does
+`stark_evaluate`. `evaluate` (both modes) drops them instead, like any other non-candidate: a
+retriever's list may hold any graph node (a MAG author, an AMAZON brand), and STaRK's own retrievers
+only ever score candidates, so the case never arises on their side.
 
 Usage::
 
-    from ark.metrics import evaluate, aggregate
+    from ark.metrics import evaluate, aggregate, stark_evaluate
     m = evaluate([12, 7, 3], gold=[7], candidate_ids=graph.candidate_ids)   # {"hit@1": 0.0, ..., "mrr": 0.5}
+    stark_evaluate(candidate_ids, {12: 0.9, 7: 0.4}, [7], ["mrr", "hit@1"], torchmetrics="1.9")  # stark-qa's call
     summary = aggregate([m, ...])       # {"hit@1": {"mean", "ci_low", "ci_high"}, ...}
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-# torchmetrics version of the comparison environment (.venv-compare) that the tests check against:
-# from 1.7.4 on, MRR and Recall ignore gold whose score is <= 0, so stark-qa numbers depend on it.
-STARK_COMPARE_TORCHMETRICS = "1.9.0"
+# The two torchmetrics behaviours stark-qa's numbers can have (its Evaluator calls torchmetrics'
+# functional retrieval metrics, unpinned): "1.7.0" before PR #3104, "1.9" since 1.7.4, where MRR and
+# Recall ignore every gold node whose score is <= 0. STaRK's published numbers predate 1.7.4 (README).
+TORCHMETRICS: tuple[str, ...] = ("1.7.0", "1.9")
+DEFAULT_TORCHMETRICS = "1.9"
 DEFAULT_METRICS: tuple[str, ...] = ("hit@1", "hit@5", "recall@20", "mrr")
 MODES: tuple[str, ...] = ("paper", "stark_qa")
+# How a retriever's list becomes the scored list: cut to `top` and then drop non-candidates (the paper's
+# "aggregated ranking is truncated to the top 20", then STaRK's evaluator ignores non-candidates), or drop
+# non-candidates first so a selected author/brand does not cost a slot.
+CUTS: tuple[str, ...] = ("top_first", "candidates_first")
 _KINDS: tuple[str, ...] = ("hit@k", "recall@k", "mrr")
 
 
@@ -98,28 +115,47 @@ def as_candidates(candidate_ids) -> CandidateSet | None:
     return CandidateSet(candidate_ids)
 
 
+def scored_list(ranking: Sequence[int], top: int, candidate_ids=None, cut: str = "top_first") -> list[int]:
+    """The list that gets scored: ``ranking`` cut to ``top`` entries, then stripped of non-candidates
+    (``cut="top_first"``, the paper's order), or stripped first and then cut (``"candidates_first"``).
+    With ``candidate_ids`` None every id is a candidate and the two orders agree."""
+    if cut not in CUTS:
+        raise ValueError(f"unknown cut {cut!r}; valid: {', '.join(CUTS)}")
+    ids = [int(i) for i in ranking]
+    cands = as_candidates(candidate_ids)
+    if cut == "candidates_first" and cands is not None:
+        ids = cands.filter(ids)
+    return ids[:top]
+
+
 def _ratio(num: int, den: int) -> float:
     """num / den in float32 (IEEE, correctly rounded), like torchmetrics' float32 tensors."""
     return float(np.float32(num) / np.float32(den))
 
 
 def evaluate(ranking: Sequence[int], gold: Iterable[int], candidate_ids=None,
-             metrics: Sequence[str] = DEFAULT_METRICS, mode: str = "paper") -> dict[str, float]:
+             metrics: Sequence[str] = DEFAULT_METRICS, mode: str = "paper", scores: Sequence[float] | None = None,
+             torchmetrics: str = DEFAULT_TORCHMETRICS) -> dict[str, float]:
     """Score one ranked list of node ids against the gold ids.
 
     ranking: node ids, best first, already truncated the way the method reports it (the runner cuts
     ARK's fused list to 20 and baselines to 100). candidate_ids: the graph's STaRK candidates (an array,
     or a prepared ``CandidateSet`` when scoring many queries); None means every id is a candidate.
-    mode: "paper" or "stark_qa" (see the module docstring).
+    mode: "paper" or "stark_qa" (see the module docstring). scores (stark_qa mode only): the
+    retriever's score of each listed id, given to stark-qa's evaluator instead of `stark_scores`;
+    torchmetrics: which torchmetrics behaviour ranks them (`TORCHMETRICS`).
     """
     if mode not in MODES:
         raise ValueError(f"unknown metrics mode {mode!r}; valid: {', '.join(MODES)}")
+    _check_torchmetrics(torchmetrics)
+    if scores is not None and mode != "stark_qa":
+        raise ValueError("scores are used by mode='stark_qa' only (mode='paper' scores the list's order)")
     specs = [parse_metric(m) for m in metrics]
     cands = as_candidates(candidate_ids)
     if mode == "stark_qa":
         if cands is None:
             raise ValueError("mode='stark_qa' needs candidate_ids (it spreads scores over all candidates)")
-        return _evaluate_stark_qa(ranking, gold, cands, specs)
+        return _evaluate_stark_qa(ranking, gold, cands, specs, scores, torchmetrics)
 
     if cands is not None:
         ranked = cands.filter(ranking)
@@ -148,8 +184,8 @@ def evaluate(ranking: Sequence[int], gold: Iterable[int], candidate_ids=None,
 def stark_scores(ranking: Sequence[int]) -> dict[int, float]:
     """The score dict stark-qa's Evaluator is given for a ranked list: ``len - position + 1``.
 
-    All scores are >= 2, so the unscored tie sits at ``min - 1 >= 1 > 0`` and no torchmetrics version
-    ignores a gold node for having a score <= 0 (torchmetrics >= 1.7.4 does that for MRR/Recall).
+    All scores are >= 2, so the unscored tie sits at ``min - 1 >= 1 > 0`` and neither torchmetrics
+    behaviour ignores a gold node for having a score <= 0 ("1.9" does that for MRR/Recall).
     """
     n = len(ranking)
     scores: dict[int, float] = {}
@@ -158,43 +194,110 @@ def stark_scores(ranking: Sequence[int]) -> dict[int, float]:
     return scores
 
 
-def _evaluate_stark_qa(ranking, gold, cands: CandidateSet, specs: list[MetricSpec]) -> dict[str, float]:
-    """stark-qa's evaluator semantics re-done with the same torch ranking calls (ties included)."""
+def torchmetrics_semantics(version: str) -> str:
+    """Which of `TORCHMETRICS` an installed torchmetrics ``version`` behaves like: releases before 1.7.4
+    rank like "1.7.0", 1.7.4 and later (PR #3104) like "1.9"."""
+    parts = [int(x) for x in re.findall(r"\d+", version)[:3]] + [0, 0, 0]
+    return "1.7.0" if tuple(parts[:3]) < (1, 7, 4) else "1.9"
+
+
+def _check_torchmetrics(torchmetrics: str) -> str:
+    if torchmetrics not in TORCHMETRICS:
+        raise ValueError(f"unknown torchmetrics behaviour {torchmetrics!r}; valid: {', '.join(TORCHMETRICS)} "
+                         "(1.7.0: before the score <= 0 mask, 1.9: since torchmetrics 1.7.4)")
+    return torchmetrics
+
+
+def stark_evaluate(candidate_ids: Sequence[int], scores: Mapping[int, float], answer_ids,
+                   metrics: Sequence[str] = ("mrr", "hit@3", "recall@20"),
+                   torchmetrics: str = DEFAULT_TORCHMETRICS) -> dict[str, float]:
+    """stark-qa's ``Evaluator(candidate_ids)(scores, answer_ids, metrics)``, with the ranking semantics of
+    the named torchmetrics behaviour (``"1.7.0"``: before the mask; ``"1.9"``: since 1.7.4, where MRR
+    and Recall ignore gold whose score is <= 0).
+
+    scores: node id -> score, as a retriever's ``forward`` returns it; every candidate it leaves out
+    gets ``min(score) - 1`` (one tie at the bottom, ordered the way torch orders ties). answer_ids: the
+    gold ids (a list or a LongTensor). Metrics: ``mrr``, ``hit@k``, ``recall@k``. Like stark-qa, an id
+    (scored or gold) above ``max(candidate_ids)`` raises IndexError, here with a message naming it; a
+    negative id, which stark-qa's tensor indexing would silently read from the end, raises ValueError.
+    """
     import torch
 
-    scores = stark_scores(ranking)
-    size = cands.mask.size
-    # stark-qa indexes a vector of size max(candidate)+1 with the predicted ids; ids past it are not
-    # candidates, so we drop them instead of raising.
-    scores = {i: s for i, s in scores.items() if i < size}
+    _check_torchmetrics(torchmetrics)
+    specs = [parse_metric(m) for m in metrics]
+    cand = np.asarray(candidate_ids.ids if isinstance(candidate_ids, CandidateSet) else candidate_ids,
+                      dtype=np.int64).reshape(-1)
+    if cand.size == 0:
+        raise ValueError("candidate_ids is empty")
     if not scores:
-        return {spec.name: 0.0 for spec in specs}
-    values = torch.tensor(list(scores.values()), dtype=torch.float)
-    full = torch.full((size,), float(values.min()) - 1.0)
-    full[torch.tensor(list(scores.keys()), dtype=torch.long)] = values
-    cand_idx = torch.from_numpy(cands.ids)
-    preds = full[cand_idx]
-    target_full = torch.zeros(size, dtype=torch.bool)
-    gold_ids = [int(g) for g in gold if 0 <= int(g) < size]
-    if gold_ids:
-        target_full[torch.tensor(gold_ids, dtype=torch.long)] = True
-    target = target_full[cand_idx]
+        raise ValueError("scores is empty (stark-qa's Evaluator fails on min() of no scores)")
+    gold = np.asarray(answer_ids.view(-1).tolist() if hasattr(answer_ids, "view") else list(answer_ids),
+                      dtype=np.int64).reshape(-1)
+    ids = np.fromiter((int(i) for i in scores), dtype=np.int64, count=len(scores))
+    size = int(cand.max()) + 1
+    for what, group in (("candidate id", cand), ("scored id", ids), ("answer id", gold)):
+        if group.size and group.min() < 0:
+            raise ValueError(f"{what} {int(group.min())} is negative; ids are node ids >= 0")
+        if group.size and group.max() >= size:
+            raise IndexError(f"{what} {int(group.max())} is above the largest candidate id {size - 1}; "
+                             "stark-qa's Evaluator raises IndexError here too (drop non-candidate ids first)")
+    pred = torch.tensor([float(v) for v in scores.values()], dtype=torch.float)
+    all_pred = torch.full((size,), float(pred.min() - 1), dtype=torch.float)
+    all_pred[torch.from_numpy(ids)] = pred
+    cand_t = torch.from_numpy(cand)
+    target = torch.zeros(size, dtype=torch.bool)
+    target[torch.from_numpy(gold)] = True
+    return _ranked_metrics(all_pred[cand_t], target[cand_t], specs, torchmetrics)
+
+
+def _ranked_metrics(preds, target, specs: list[MetricSpec], torchmetrics: str) -> dict[str, float]:
+    """torchmetrics' retrieval_hit_rate / retrieval_reciprocal_rank / retrieval_recall on one query.
+
+    Same torch calls as torchmetrics (``argsort(descending=True)`` for hit rate and recall, ``topk``
+    for MRR), so ties come out in the same order. ``torchmetrics="1.9"`` applies PR #3104's mask
+    ``where(preds > 0, target, 0)`` to MRR and to Recall's numerator (not to hit rate, not to Recall's
+    denominator)."""
+    import torch
+
+    target = target.long()
+    masked = torch.where(preds > 0, target, torch.zeros_like(target)) if torchmetrics == "1.9" else target
     n_gold = int(target.sum())
+    order = None
     out: dict[str, float] = {}
     for spec in specs:
-        if n_gold == 0:
-            out[spec.name] = 0.0
-        elif spec.kind == "mrr":
-            order = preds.topk(preds.shape[-1], sorted=True)[1]
-            positions = torch.nonzero(target[order]).view(-1)
-            out[spec.name] = _ratio(1, int(positions[0]) + 1)
-        elif spec.kind == "hit":
-            order = preds.topk(min(spec.k, preds.shape[-1]), sorted=True)[1]
-            out[spec.name] = float(bool(target[order].any()))
+        if spec.kind == "mrr":
+            ranked = masked[preds.topk(preds.shape[-1], sorted=True, dim=-1)[1]]
+            positions = torch.nonzero(ranked).view(-1)
+            out[spec.name] = 0.0 if positions.numel() == 0 else _ratio(1, int(positions[0]) + 1)
+            continue
+        if order is None:
+            order = torch.argsort(preds, dim=-1, descending=True)
+        if spec.kind == "hit":
+            out[spec.name] = float(int(target[order][: spec.k].sum()) > 0)
         else:
-            order = torch.argsort(preds, descending=True)[: spec.k]
-            out[spec.name] = _ratio(int(target[order].sum()), n_gold)
+            out[spec.name] = 0.0 if n_gold == 0 else _ratio(int(masked[order][: spec.k].sum()), n_gold)
     return out
+
+
+def _evaluate_stark_qa(ranking, gold, cands: CandidateSet, specs: list[MetricSpec], scores=None,
+                       torchmetrics: str = DEFAULT_TORCHMETRICS) -> dict[str, float]:
+    """`stark_evaluate` on a ranked list; ids above the largest candidate id are dropped, not raised on."""
+    import torch
+
+    if scores is None:
+        scored = stark_scores(ranking)
+    else:
+        if len(scores) != len(ranking):
+            raise ValueError(f"{len(scores)} scores for a ranking of {len(ranking)} ids")
+        scored = {}
+        for node, s in zip(ranking, scores):
+            scored.setdefault(int(node), float(s))
+    size = cands.mask.size
+    scored = {i: s for i, s in scored.items() if 0 <= i < size}
+    gold_ids = [int(g) for g in gold if 0 <= int(g) < size]
+    if not scored:  # an empty list (stark-qa fails on min() of no scores): not retrieved, 0 everywhere
+        return {spec.name: 0.0 for spec in specs}
+    return stark_evaluate(cands.ids, scored, gold_ids, [s.name for s in specs], torchmetrics)
 
 
 def bootstrap_ci(values: Sequence[float] | np.ndarray, n_boot: int = 1000, alpha: float = 0.05,

@@ -38,7 +38,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ark import attribution
-from ark.metrics import MODES, CandidateSet, aggregate, as_candidates, evaluate, parse_metric
+from ark.metrics import (CUTS, DEFAULT_TORCHMETRICS, MODES, TORCHMETRICS, CandidateSet, aggregate, as_candidates,
+                         evaluate, parse_metric, scored_list)
 # the run directory's files are named, documented and read in ark.rundir
 from ark.rundir import METRICS_FILE, PER_QUERY, PREDICTIONS, TRAJ_DIR, TRAJECTORY_STATS, read_predictions
 from ark.rundir import key as _key
@@ -63,6 +64,8 @@ class RunSettings:
     top: int = 20                               # ranking length scored: ARK 20, baselines 100
     metrics: tuple[str, ...] = RUN_METRICS      # per-query metrics (ark.metrics names)
     metrics_mode: str = "paper"                 # "paper" or "stark_qa" (see ark.metrics)
+    torchmetrics: str = DEFAULT_TORCHMETRICS    # stark_qa mode's ranking semantics: "1.7.0" or "1.9"
+    cut: str = "top_first"                      # cut to `top` before dropping non-candidates, or after
     count_failed_as_miss: bool = False          # score failed queries as all-zero and call it complete
     n_boot: int = 1000                          # bootstrap resamples for the 95% CIs
     seed: int = 0                               # bootstrap seed
@@ -81,6 +84,10 @@ class RunSettings:
         self.metrics = tuple(self.metrics)
         if self.metrics_mode not in MODES:
             raise ValueError(f"unknown metrics_mode {self.metrics_mode!r}; valid modes: {', '.join(MODES)}")
+        if self.torchmetrics not in TORCHMETRICS:
+            raise ValueError(f"unknown torchmetrics {self.torchmetrics!r}; valid: {', '.join(TORCHMETRICS)}")
+        if self.cut not in CUTS:
+            raise ValueError(f"unknown cut {self.cut!r}; valid: {', '.join(CUTS)}")
         for name in self.metrics:
             parse_metric(name)  # raises, listing the valid forms
 
@@ -161,6 +168,10 @@ class _Running:
         return show
 
 
+def _score(ranking, gold, cands, metrics, settings: RunSettings) -> dict[str, float]:
+    return evaluate(ranking, gold, cands, metrics, settings.metrics_mode, torchmetrics=settings.torchmetrics)
+
+
 def _record(query, rec_ranking, retrieval, wall_s: float, error: str | None, settings: RunSettings,
             cands: CandidateSet | None) -> dict:
     gold = [int(g) for g in query.answer_ids]
@@ -176,7 +187,7 @@ def _record(query, rec_ranking, retrieval, wall_s: float, error: str | None, set
     rec.update(
         ranking=rec_ranking,
         agent_rankings=[[int(i) for i in r] for r in (getattr(retrieval, "agent_rankings", None) or [])],
-        metrics=evaluate(rec_ranking, gold, cands, settings.metrics, settings.metrics_mode) if error is None else {},
+        metrics=_score(rec_ranking, gold, cands, settings.metrics, settings) if error is None else {},
         latency_s=float(latency) if latency else wall_s,
         prompt_tokens=int(getattr(retrieval, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(retrieval, "completion_tokens", 0) or 0),
@@ -189,7 +200,7 @@ def _record(query, rec_ranking, retrieval, wall_s: float, error: str | None, set
         rec["gold_external"] = [settings.external_id(g) for g in gold]
     if error is None:  # each agent's own list, scored like the fused one, while the candidates are at hand
         rec["agent_metrics"] = [
-            evaluate(r[: settings.top], gold, cands, AGENT_METRICS, settings.metrics_mode)
+            _score(scored_list(r, settings.top, cands, settings.cut), gold, cands, AGENT_METRICS, settings)
             for r in rec["agent_rankings"]]
     return rec
 
@@ -231,7 +242,7 @@ async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, c
             except Exception as e:  # one query's failure is recorded; the run goes on
                 error = f"{type(e).__name__}: {e}"
             t1 = time.perf_counter()
-            ranking = [int(i) for i in (getattr(retrieval, "ranking", None) or [])][: settings.top]
+            ranking = scored_list(getattr(retrieval, "ranking", None) or [], settings.top, cands, settings.cut)
             rec = _record(q, ranking, retrieval, t1 - t0, error, settings, cands)
             trajs = getattr(retrieval, "trajectories", None) if retrieval is not None else None
             if trajs:
@@ -360,8 +371,9 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
             if stored is not None and a < len(stored):
                 am = stored[a]
             else:  # records written before agent metrics were stored
-                agent_rank = rec["agent_rankings"][a][: settings.top] if a < len(rec["agent_rankings"]) else []
-                am = evaluate(agent_rank, gold, cands, AGENT_METRICS, settings.metrics_mode)
+                agent_rank = rec["agent_rankings"][a] if a < len(rec["agent_rankings"]) else []
+                am = _score(scored_list(agent_rank, settings.top, cands, settings.cut), gold, cands,
+                            AGENT_METRICS, settings)
             nb = int(tc.get("explore_neighbors", 0))
             hist["success" if am[SUCCESS_METRIC] > 0 else "failure"][nb] += 1
             traj_rows.append({"query_id": rec["query_id"], "agent_index": a,
@@ -374,7 +386,9 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
     summary = {
         "n": len(pairs), "n_ok": len(ok), "n_failed": len(failed), "n_missing": n_missing,
         "complete": complete, "count_failed_as_miss": settings.count_failed_as_miss,
-        "metrics_mode": settings.metrics_mode, "top": settings.top, "n_boot": settings.n_boot,
+        "metrics_mode": settings.metrics_mode, "top": settings.top, "cut": settings.cut,
+        "torchmetrics": settings.torchmetrics if settings.metrics_mode == "stark_qa" else None,
+        "n_boot": settings.n_boot,
         "seed": settings.seed,
         "metrics": aggregate(per_query, n_boot=settings.n_boot, seed=settings.seed),
         "tool_calls": {t: int(tool_totals[t]) for t in TOOLS},
@@ -462,6 +476,8 @@ def merge(shard_dirs: Sequence[Path | str], out_dir: Path | str, queries: Sequen
         settings = RunSettings(out_dir=out_dir, metrics=names, top=first.get("top", 20),
                                n_boot=first.get("n_boot", 1000), seed=first.get("seed", 0),
                                metrics_mode=first.get("metrics_mode", "paper"),
+                               torchmetrics=first.get("torchmetrics") or DEFAULT_TORCHMETRICS,
+                               cut=first.get("cut", "top_first"),
                                count_failed_as_miss=first.get("count_failed_as_miss", False),
                                progress=False, extra={**first.get("run", {}), "merged_from": len(shard_dirs)})
     if queries is None:

@@ -80,7 +80,9 @@ def run_info(cfg: DictConfig) -> dict[str, Any]:
             "t_max": cfg.budget.agent.t_max if is_ark else None,
             "n_agents": cfg.budget.agent.n_agents if is_ark else None,
             "agent_options": agent_options(cfg.budget.agent) if is_ark else None,
-            "split": cfg.split, "run_name": cfg.retriever.run_name}
+            "split": cfg.split, "run_name": cfg.retriever.run_name,
+            "cut": cfg.cut, "metrics_mode": cfg.metrics_mode,
+            "torchmetrics": str(cfg.torchmetrics) if cfg.metrics_mode == "stark_qa" else None}
 
 
 def run_dir(cfg: DictConfig) -> Path:
@@ -114,15 +116,22 @@ def check_prerequisites(cfg: DictConfig, source=None) -> None:
 local_server_for = serving
 
 
+# settings that change the stored per-query numbers (and their values before they were recorded)
+_SCORING_KEYS = ("cut", "metrics_mode", "torchmetrics")
+_SCORING_DEFAULTS = {"cut": "top_first", "metrics_mode": "paper", "torchmetrics": None}
+
+
 def _check_same_run(out: Path, info: dict[str, Any]) -> None:
     """Refuse to resume a directory that was made for a different graph/split/method."""
     prev = out / "run.json"
     if not prev.exists():
         return
     old = json.loads(prev.read_text())
-    for key in ("graph", "split", "retriever", "backbone", "budget", "ablation", "agent_options"):
+    for key in ("graph", "split", "retriever", "backbone", "budget", "ablation", "agent_options", *_SCORING_KEYS):
         if key == "agent_options" and key not in old:  # written before the options existed: all off
             old[key] = "none" if old.get("retriever") == "ark" else None
+        if key in _SCORING_KEYS and key not in old:   # written before the key existed: the default then
+            old[key] = _SCORING_DEFAULTS[key]
         if old.get(key) != info.get(key):
             raise SystemExit(f"{out} holds a run with {key}={old.get(key)!r}, not {info.get(key)!r}; "
                              "set experiment_name=... or out_dir=... for a new run")
@@ -149,7 +158,8 @@ def run(cfg: DictConfig) -> dict:
     logger = instantiate(cfg.logger)
     settings = runner.RunSettings(
         out_dir=out, concurrency=cfg.concurrency, top=cfg.retriever.top,
-        metrics_mode=cfg.metrics_mode, count_failed_as_miss=cfg.count_failed_as_miss, n_boot=cfg.n_boot,
+        metrics_mode=cfg.metrics_mode, torchmetrics=str(cfg.torchmetrics), cut=cfg.cut,
+        count_failed_as_miss=cfg.count_failed_as_miss, n_boot=cfg.n_boot,
         seed=cfg.seed, progress=cfg.progress, extra={**info, "shard": cfg.get("shard"), "limit": cfg.limit},
         external_id=graph.external_id if graph.has_external_ids else None)
     name = f"{info['graph']}/{info['run_name']}" + (f"/shard{cfg.shard}" if cfg.get("shard") else "")

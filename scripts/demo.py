@@ -40,7 +40,7 @@ from ark.baselines import BM25Retriever
 from ark.llm import LLMClient, LLMError
 from ark.local_server import LocalServer, LocalServerError
 from ark.attribution import CLASS_LABEL, CLASSES, QueryAttribution, attribute
-from ark.metrics import evaluate
+from ark.metrics import evaluate, scored_list
 from ark.reachability import GoldReach, ReachSettings, describe, query_reach
 from ark.retrieval import Retrieval
 from ark.sources import DemoSource
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     cands = graph.candidate_ids
     def mean(rows):
         return {m: sum(r[m] for r in rows) / len(rows) if rows else 0.0 for m in METRICS}
-    ark_m = [evaluate(r.ranking if r else [], q.answer_ids, cands, METRICS) for q, (r, _) in zip(queries, ark_rows)]
+    ark_m = [evaluate(scored_list(r.ranking, 20, cands) if r else [], q.answer_ids, cands, METRICS) for q, (r, _) in zip(queries, ark_rows)]
     bm_m = [evaluate(b, q.answer_ids, cands, METRICS) for q, b in zip(queries, bm25_rankings)]
     trajs = [t for r, _ in ark_rows if r for t in r.trajectories]
     stops = {k: sum(t.stop_reason == k for t in trajs) for k in STOP_REASONS}

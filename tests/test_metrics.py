@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from ark.metrics import CandidateSet, aggregate, bootstrap_ci, evaluate, parse_metric, stark_scores
+from ark.metrics import (CandidateSet, aggregate, bootstrap_ci, evaluate, parse_metric, scored_list, stark_evaluate,
+                         stark_scores, torchmetrics_semantics)
 
 ALL = ("hit@1", "hit@5", "recall@20", "recall@2", "mrr")
 
@@ -100,3 +101,94 @@ def test_aggregate():
     agg = aggregate(per, n_boot=200)
     assert agg["hit@1"]["mean"] == 0.5 and agg["mrr"]["mean"] == 0.75 and agg["mrr"]["n"] == 2
     assert 0.5 <= agg["mrr"]["ci_low"] <= 0.75 <= agg["mrr"]["ci_high"] <= 1.0
+
+
+# ---------------------------------------------------------------------- stark-qa's call shape
+def test_stark_evaluate_torchmetrics_mask_on_non_positive_scores():
+    # scores are negative ranks: every gold has a score <= 0
+    cands = list(range(10))
+    scores = {3: -1.0, 7: -2.0, 1: -3.0}
+    metrics = ["hit@1", "hit@2", "recall@2", "mrr"]
+    before = stark_evaluate(cands, scores, [7], metrics, torchmetrics="1.7.0")
+    after = stark_evaluate(cands, scores, [7], metrics, torchmetrics="1.9")
+    assert before == {"hit@1": 0.0, "hit@2": 1.0, "recall@2": 1.0, "mrr": 0.5}
+    # since torchmetrics 1.7.4: MRR and recall's numerator ignore gold with score <= 0, hit rate does not
+    assert after == {"hit@1": 0.0, "hit@2": 1.0, "recall@2": 0.0, "mrr": 0.0}
+    # recall's denominator is not masked: one positive gold of two gives 1/2, not 1/1
+    mixed = stark_evaluate(cands, {3: 2.0, 7: -1.0}, [3, 7], ["recall@5"], torchmetrics="1.9")
+    assert mixed == {"recall@5": 0.5}
+    # positive scores: both behaviours agree
+    pos = {3: 3.0, 7: 2.0, 1: 1.0}
+    assert stark_evaluate(cands, pos, [7], metrics, "1.7.0") == stark_evaluate(cands, pos, [7], metrics, "1.9")
+
+
+def test_stark_evaluate_accepts_a_tensor_of_answers_and_keeps_candidate_order():
+    import torch
+
+    m = stark_evaluate([4, 2, 0], {2: 1.0}, torch.LongTensor([2]), ["hit@1", "mrr"])
+    assert m == {"hit@1": 1.0, "mrr": 1.0}
+
+
+def test_stark_evaluate_ids_above_max_candidate_raise_like_stark_qa():
+    with pytest.raises(IndexError, match="scored id 12 is above the largest candidate id 9"):
+        stark_evaluate(range(10), {12: 1.0, 3: 0.5}, [3], ["mrr"])
+    with pytest.raises(IndexError, match="answer id 10 is above the largest candidate id 9"):
+        stark_evaluate(range(10), {3: 0.5}, [10], ["mrr"])
+    with pytest.raises(ValueError, match="negative"):
+        stark_evaluate(range(10), {3: 0.5}, [-1], ["mrr"])
+    with pytest.raises(ValueError, match="scores is empty"):
+        stark_evaluate(range(10), {}, [1], ["mrr"])
+    with pytest.raises(ValueError, match="1.7.0, 1.9"):
+        stark_evaluate(range(10), {3: 0.5}, [3], ["mrr"], torchmetrics="1.8")
+
+
+def test_evaluate_drops_ids_above_max_candidate_where_stark_evaluate_raises():
+    cands = [0, 1, 2, 3]
+    for mode in ("paper", "stark_qa"):
+        assert evaluate([99, 2], [2, 77], cands, ("hit@1", "recall@5"), mode=mode) == {"hit@1": 1.0, "recall@5": 1.0}
+
+
+def test_stark_qa_mode_hit_at_k_beyond_list_uses_argsort_order():
+    # hit@k for k > len(list) reaches into the bottom tie; the tie is ordered by torch.argsort(descending)
+    import torch
+
+    cands = np.arange(50)
+    ranking = [0, 1]
+    scores = torch.full((50,), 1.0)
+    scores[0], scores[1] = 3.0, 2.0
+    order = torch.argsort(scores, descending=True).tolist()
+    for k in (3, 10, 40):
+        inside = set(order[:k]) - {0, 1}
+        gold_in, gold_out = min(inside), max(set(range(2, 50)) - inside)
+        assert evaluate(ranking, [gold_in], cands, (f"hit@{k}",), mode="stark_qa") == {f"hit@{k}": 1.0}
+        assert evaluate(ranking, [gold_out], cands, (f"hit@{k}",), mode="stark_qa") == {f"hit@{k}": 0.0}
+        assert evaluate(ranking, [gold_in], cands, (f"hit@{k}",), mode="paper") == {f"hit@{k}": 0.0}
+
+
+def test_stark_qa_mode_with_the_retrievers_own_scores():
+    cands = np.arange(10)
+    m17 = evaluate([5, 6], [6], cands, ("mrr",), mode="stark_qa", scores=[-0.1, -0.2], torchmetrics="1.7.0")
+    m19 = evaluate([5, 6], [6], cands, ("mrr",), mode="stark_qa", scores=[-0.1, -0.2], torchmetrics="1.9")
+    assert (m17, m19) == ({"mrr": 0.5}, {"mrr": 0.0})
+    with pytest.raises(ValueError, match="mode='stark_qa' only"):
+        evaluate([5], [5], cands, ("mrr",), scores=[1.0])
+
+
+def test_torchmetrics_semantics_of_installed_versions():
+    assert [torchmetrics_semantics(v) for v in ("1.3.2", "1.7.0", "1.7.3", "1.7.4", "1.9.0", "2.0")] == \
+        ["1.7.0", "1.7.0", "1.7.0", "1.9", "1.9", "1.9"]
+
+
+# ---------------------------------------------------------------------- cut order
+def test_cut_top_first_lets_non_candidates_cost_slots_candidates_first_does_not():
+    cands = [1, 2, 3, 4]
+    fused = [100, 101, 1, 2, 3]          # two non-candidates (say MAG authors) lead the fused list
+    top_first = scored_list(fused, 3, cands, "top_first")
+    cand_first = scored_list(fused, 3, cands, "candidates_first")
+    assert top_first == [100, 101, 1] and cand_first == [1, 2, 3]
+    assert evaluate(top_first, [3], cands, ("recall@20",)) == {"recall@20": 0.0}
+    assert evaluate(cand_first, [3], cands, ("recall@20",)) == {"recall@20": 1.0}
+    # every id a candidate: the two orders agree
+    assert scored_list(fused, 3, None, "top_first") == scored_list(fused, 3, None, "candidates_first")
+    with pytest.raises(ValueError, match="top_first, candidates_first"):
+        scored_list(fused, 3, cands, "after")

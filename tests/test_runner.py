@@ -285,9 +285,10 @@ def test_run_resumes_without_repeating_llm_calls(tmp_path):
     from tests.scripted_server import ScriptedServer
 
     with ScriptedServer(responder=search_select_finish) as server:
-        cfg = compose(["graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}", "limit=6",
-                       "budget=t5_n1", f"paths.data={DEMO_ROOT}", f"paths.runs={tmp_path}",
-                       f"paths.llm_cache={tmp_path}/llm.sqlite", "progress=false", "n_boot=100"])
+        overrides = ["graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}", "limit=6",
+                     "budget=t5_n1", f"paths.data={DEMO_ROOT}", f"paths.runs={tmp_path}",
+                     f"paths.llm_cache={tmp_path}/llm.sqlite", "progress=false", "n_boot=100"]
+        cfg = compose(overrides)
         first = run(cfg)
         out = Path(cfg.out_dir)
         assert out == tmp_path / "default" / "demo" / "ark-scripted-t5_n1-full"
@@ -305,3 +306,31 @@ def test_run_resumes_without_repeating_llm_calls(tmp_path):
         assert again["this_run"]["computed"] == 2 and again["complete"]
         assert server.calls == 12                                                   # no LLM call repeated
         assert again["metrics"] == first["metrics"]
+
+
+class AuthorsFirst:
+    """A fused list that leads with 20 non-candidates (ids >= 200, say MAG authors), then the gold."""
+
+    async def aretrieve(self, query, query_id=""):
+        r = [200 + j for j in range(20)] + [query_id % 7, 50]
+        return Result(ranking=r, agent_rankings=[r])
+
+
+@pytest.mark.parametrize("cut", ["top_first", "candidates_first"])
+def test_cut_order_decides_whether_non_candidates_cost_slots(tmp_path, cut):
+    qs = [Q(i, f"question {i}", (i % 7,)) for i in range(5)]
+    s = settings(tmp_path, cut=cut, top=20)
+    summary = run_queries(AuthorsFirst(), qs, s, candidate_ids=list(range(100)))
+    rec = load_predictions(s.out_dir)["1"]
+    if cut == "top_first":   # the paper's order: the 20 slots go to the non-candidates, the gold is cut
+        assert rec["ranking"] == [200 + j for j in range(20)]
+        assert rec["metrics"]["hit@1"] == rec["metrics"]["recall@20"] == rec["agent_metrics"][0]["hit@5"] == 0.0
+    else:                    # non-candidates dropped first: the gold leads
+        assert rec["ranking"] == [1, 50]
+        assert rec["metrics"]["hit@1"] == rec["metrics"]["recall@20"] == rec["agent_metrics"][0]["hit@5"] == 1.0
+    assert summary["cut"] == cut
+    with pytest.raises(ValueError, match="top_first, candidates_first"):
+        settings(tmp_path, cut="sideways")
+        # the same directory scored another way is refused: its stored numbers would be mixed
+        with pytest.raises(SystemExit, match="cut='top_first', not 'candidates_first'"):
+            run(compose([*overrides, "cut=candidates_first"]))

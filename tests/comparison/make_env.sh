@@ -32,6 +32,9 @@ PIP="$VENV/bin/pip"
 "$PIP" install -q gdown langdetect beautifulsoup4 nltk langchain-text-splitters torchmetrics==1.9.0 anthropic \
   transformers ogb ujson gitpython
 "$PIP" install -q --no-deps -e .
+# torchmetrics changed MRR/Recall in 1.7.4 (gold with score <= 0 ignored); the venv has 1.9.0, and 1.7.0
+# sits beside it (imported by a subprocess of test_metrics_vs_stark.py) so both behaviours are checked
+"$PIP" install -q --no-deps --upgrade --target "$VENV/torchmetrics-1.7.0" torchmetrics==1.7.0
 "$VENV/bin/python" - <<'EOF'
 import sys, types
 sys.modules.setdefault("tdc", types.ModuleType("tdc"))

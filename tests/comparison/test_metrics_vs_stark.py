@@ -2,10 +2,16 @@
 
 Run: .venv-compare/bin/pytest -m comparison tests/comparison/test_metrics_vs_stark.py
 On rankings that score every candidate (no ties) our "paper" mode must equal stark-qa to 1e-9; on
-truncated lists the "stark_qa" mode must equal it and the documented differences must hold.
+truncated lists the "stark_qa" mode must equal it and the documented differences must hold. Short lists
+(1-30 entries) over hundreds of candidates with several score shapes (negative and zero included) must
+equal stark-qa exactly, under the installed torchmetrics (1.9.0) and, in a subprocess, under the other
+behaviour's release (1.7.0, installed beside the environment by make_env.sh).
 """
 
 import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -116,10 +122,139 @@ def test_truncated_lists_documented_difference():
     assert n_mrr_diff > 100
 
 
-def test_torchmetrics_version_pinned():
-    """The comparison env pins torchmetrics (MRR/recall changed for scores <= 0 in 1.7.4)."""
+SCHEMES = ("stark_scores", "positive", "cosine", "log_prob", "neg_rank", "ties_and_zeros")
+
+
+def _scores(rng, ranking: list[int], scheme: str) -> list[float]:
+    """Scores for a ranked list, best first, in one of several shapes a retriever produces."""
+    n = len(ranking)
+    if scheme == "stark_scores":
+        return [float(n - i + 1) for i in range(n)]
+    if scheme == "positive":
+        return sorted(rng.uniform(0.01, 30.0, n).tolist(), reverse=True)
+    if scheme == "cosine":                       # some positive, some negative
+        return sorted(rng.uniform(-0.6, 0.9, n).tolist(), reverse=True)
+    if scheme == "log_prob":                     # all negative
+        return sorted(np.log(rng.uniform(1e-6, 1.0, n)).tolist(), reverse=True)
+    if scheme == "neg_rank":
+        return [-float(i + 1) for i in range(n)]
+    return sorted(rng.choice([-1.0, 0.0, 0.0, 1.0, 2.0], n).tolist(), reverse=True)   # ties, zeros
+
+
+def _short_list_case(rng):
+    """Hundreds of candidates (a random subset of the ids), a short list of 1-30 candidates, and gold
+    inside the list, outside it, or not among the candidates at all."""
+    n_ids = int(rng.integers(200, 700))
+    cand = np.sort(rng.choice(n_ids, size=int(rng.integers(150, n_ids)), replace=False))
+    non_cand = np.setdiff1d(np.arange(cand.max() + 1), cand)
+    ranking = rng.choice(cand, size=int(rng.integers(1, 31)), replace=False).tolist()
+    outside = np.setdiff1d(cand, ranking)
+    where = rng.integers(0, 4)
+    if where == 0:                                             # gold inside the list
+        gold = rng.choice(ranking, size=min(len(ranking), int(rng.integers(1, 4))), replace=False).tolist()
+    elif where == 1:                                           # gold outside the list
+        gold = rng.choice(outside, size=int(rng.integers(1, 4)), replace=False).tolist()
+    elif where == 2 and non_cand.size:                         # gold missing from the candidates
+        gold = rng.choice(non_cand, size=min(non_cand.size, 2), replace=False).tolist()
+    else:                                                      # mixed
+        gold = [int(rng.choice(ranking)), int(rng.choice(outside))]
+    return cand, ranking, [int(g) for g in gold]
+
+
+SHORT_METRICS = ["hit@1", "hit@3", "hit@5", "hit@10", "hit@20", "hit@50", "hit@100", "recall@5", "recall@20",
+                 "recall@50", "recall@100", "mrr"]
+
+
+def test_short_lists_and_score_schemes_equal_stark_qa():
+    """stark_evaluate (and evaluate in stark_qa mode with the retriever's scores) equal stark-qa's
+    Evaluator, with the torchmetrics behaviour of the torchmetrics installed here."""
     import torchmetrics
 
-    from ark.metrics import STARK_COMPARE_TORCHMETRICS
+    from ark.metrics import stark_evaluate, torchmetrics_semantics
 
-    assert torchmetrics.__version__ == STARK_COMPARE_TORCHMETRICS
+    semantics = torchmetrics_semantics(torchmetrics.__version__)
+    rng = np.random.default_rng(3)
+    seen = {"k_beyond_list_hit": 0, "masked_differs": 0}
+    for case in range(1800):
+        cand, ranking, gold = _short_list_case(rng)
+        scheme = SCHEMES[case % len(SCHEMES)]
+        scores = dict(zip(ranking, _scores(rng, ranking, scheme)))
+        ev = stark_evaluator.Evaluator(cand.tolist())
+        theirs = ev(scores, torch.LongTensor(gold), metrics=SHORT_METRICS)
+        ours = stark_evaluate(cand, scores, gold, SHORT_METRICS, torchmetrics=semantics)
+        assert ours == theirs, (scheme, ranking, gold)
+        listed = evaluate(ranking, gold, cand, SHORT_METRICS, mode="stark_qa", scores=list(scores.values()),
+                          torchmetrics=semantics)
+        assert listed == theirs
+        other = stark_evaluate(cand, scores, gold, SHORT_METRICS,
+                               torchmetrics="1.7.0" if semantics == "1.9" else "1.9")
+        seen["masked_differs"] += other != ours
+        if any(theirs[f"hit@{k}"] > 0 and k > len(ranking) and not set(gold) & set(ranking)
+               for k in (50, 100)):
+            seen["k_beyond_list_hit"] += 1
+    # the cases reached what they are for: gold found inside the bottom tie, and the two behaviours apart
+    assert seen["k_beyond_list_hit"] > 20 and seen["masked_differs"] > 100, seen
+
+
+def test_ids_above_the_largest_candidate_raise_index_error_in_both():
+    from ark.metrics import stark_evaluate
+
+    cand = list(range(0, 40, 2))
+    ev = stark_evaluator.Evaluator(cand)
+    for scores, gold in (({50: 1.0, 2: 0.5}, [2]), ({2: 0.5}, [41])):
+        with pytest.raises(IndexError):
+            ev(scores, torch.LongTensor(gold), metrics=["mrr"])
+        with pytest.raises(IndexError, match="above the largest candidate id 38"):
+            stark_evaluate(cand, scores, gold, ["mrr"])
+
+
+def _other_torchmetrics() -> tuple[str, Path]:
+    """The torchmetrics release of the other behaviour, installed by make_env.sh beside the venv."""
+    import torchmetrics
+
+    from ark.metrics import torchmetrics_semantics
+
+    want = "1.7.0" if torchmetrics_semantics(torchmetrics.__version__) == "1.9" else "1.9.0"
+    target = Path(sys.prefix) / f"torchmetrics-{want}"
+    if not (target / "torchmetrics").is_dir():
+        pytest.fail(f"{target} is missing: rebuild the environment with bash tests/comparison/make_env.sh")
+    return want, target
+
+
+def test_other_torchmetrics_behaviour_equals_that_release(tmp_path):
+    """The behaviour the installed torchmetrics does not have, checked against that release itself:
+    stark-qa's Evaluator runs in a subprocess that imports the other torchmetrics first."""
+    from ark.metrics import stark_evaluate, torchmetrics_semantics
+
+    version, target = _other_torchmetrics()
+    rng = np.random.default_rng(4)
+    cases = []
+    for case in range(600):
+        cand, ranking, gold = _short_list_case(rng)
+        scores = dict(zip(ranking, _scores(rng, ranking, SCHEMES[case % len(SCHEMES)])))
+        cases.append({"cand": cand.tolist(), "scores": [[k, v] for k, v in scores.items()], "gold": gold})
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    script = f"""
+import importlib.util, json, sys
+sys.path.insert(0, {str(target)!r})
+import torch, torchmetrics
+assert torchmetrics.__version__ == {version!r}, torchmetrics.__version__
+spec = importlib.util.find_spec("stark_qa")
+path = spec.submodule_search_locations[0] + "/evaluator.py"
+mspec = importlib.util.spec_from_file_location("ev", path); ev = importlib.util.module_from_spec(mspec)
+mspec.loader.exec_module(ev)
+out = []
+for c in json.load(open({str(tmp_path / "cases.json")!r})):
+    e = ev.Evaluator(c["cand"])
+    out.append(e({{int(k): float(v) for k, v in c["scores"]}}, torch.LongTensor(c["gold"]), metrics={SHORT_METRICS!r}))
+json.dump(out, open({str(tmp_path / "theirs.json")!r}, "w"))
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=600)
+    theirs = json.loads((tmp_path / "theirs.json").read_text())
+    semantics = torchmetrics_semantics(version)
+    n_negative_gold = 0
+    for c, t in zip(cases, theirs):
+        scores = {int(k): float(v) for k, v in c["scores"]}
+        assert stark_evaluate(c["cand"], scores, c["gold"], SHORT_METRICS, torchmetrics=semantics) == t, c
+        n_negative_gold += any(scores.get(g, 1.0) <= 0 for g in c["gold"])
+    assert n_negative_gold > 50
