@@ -7,7 +7,9 @@ Every other part of ARK sees a graph only through `KnowledgeGraph`:
 * a node-type vocabulary and a relation-type vocabulary;
 * stored (directed) edges with a relation type. The CSR adjacency holds every stored edge twice, at its
   source as *outgoing* and at its target as *incoming*, so one node's neighbors in both directions,
-  filtered by node types and relation types, come back in time proportional to its degree.
+  filtered by node types and relation types, come back in time proportional to its degree. Which
+  edges are stored is the loader's choice (`ark.stark.read_graph`'s ``edges``: as in the files, or
+  stark-qa's undirected merge); `both_ways_relations` names the relations stored in both directions.
 
 Cache layout (``save``/``load``): ``indptr.npy``, ``nbr.npy``, ``rel.npy``, ``out.npy``,
 ``nbr_type.npy`` (the neighbor's node type per CSR row, int8/int16, so a type filter reads the row's
@@ -71,6 +73,33 @@ def _filter_rows(nbr, rel, out, nbr_type, rel_ok, type_ok):
             outs[c] = out[i]
             c += 1
     return nodes[:c].copy(), rels[:c].copy(), outs[:c].copy()
+
+
+@njit(cache=True, nogil=True)
+def _one_way_relations(indptr, nbr, rel, out, num_relations):
+    """Relations with at least one stored edge whose reverse (same relation) is not stored.
+
+    In the CSR a stored edge v -r-> u is the row (u, out, r) at v, and its reverse u -r-> v is the row
+    (u, in, r) at v; a relation is stored both ways when every such row has its partner."""
+    one_way = np.zeros(num_relations, dtype=np.bool_)
+    for v in range(len(indptr) - 1):
+        i, hi = indptr[v], indptr[v + 1]
+        while i < hi:
+            j = i
+            while j < hi and nbr[j] == nbr[i]:
+                j += 1
+            for a in range(i, j):
+                if one_way[rel[a]]:
+                    continue
+                partner = False
+                for b in range(i, j):
+                    if rel[b] == rel[a] and out[b] != out[a]:
+                        partner = True
+                        break
+                if not partner:
+                    one_way[rel[a]] = True
+            i = j
+    return one_way
 
 
 def _nbr_type_array(node_types: np.ndarray, nbr: np.ndarray, num_types: int) -> np.ndarray:
@@ -222,6 +251,18 @@ class KnowledgeGraph:
             self.meta["fingerprint"] = h.hexdigest()[:16]
         return self.meta["fingerprint"]
 
+    @property
+    def both_ways_relations(self) -> list[str]:
+        """Relations every edge of which is also stored in the reverse direction (PRIME and the demo
+        store every edge both ways; ``edges="stark"`` graphs too): for these a neighbor's direction
+        carries no information, and tool observations leave it out. Computed once (one pass over the
+        CSR) and kept in the cache's meta.json."""
+        if "both_ways_relations" not in self.meta:
+            one_way = _one_way_relations(np.asarray(self._indptr), np.asarray(self._nbr), np.asarray(self._rel),
+                                         np.asarray(self._out), max(len(self.relation_names), 1))
+            self.meta["both_ways_relations"] = [r for i, r in enumerate(self.relation_names) if not one_way[i]]
+        return list(self.meta["both_ways_relations"])
+
     def node_type_id(self, name: str) -> int:
         try:
             return self._type_index[name]
@@ -355,6 +396,8 @@ class KnowledgeGraph:
             "source_fingerprint": self.meta.get("source_fingerprint", ""),
             "fingerprint": self.fingerprint,
             "external_id_type": self.meta.get("external_id_type"),
+            "edges": self.meta.get("edges", "stored"),
+            "both_ways_relations": self.both_ways_relations,
             "files": checks,
         }
         tmp = d / "meta.json.tmp"
@@ -395,7 +438,7 @@ class KnowledgeGraph:
         if (len(arrays["node_types"]) != n or len(arrays["indptr"]) != n + 1 or table.num_rows != n
                 or len(arrays["nbr_type"]) != len(arrays["nbr"])):
             raise CacheError(f"graph cache {d} is inconsistent: sizes do not match meta.json")
-        keep = {k: meta[k] for k in ("source_fingerprint", "fingerprint")}
+        keep = {k: meta[k] for k in ("source_fingerprint", "fingerprint", "edges", "both_ways_relations") if k in meta}
         if meta.get("external_id_type"):
             keep["external_id_type"] = meta["external_id_type"]
         keep["num_stored_edges"] = meta["num_edges"]

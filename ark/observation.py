@@ -2,12 +2,15 @@
 
 One line per node::
 
-    [3] FBN1 (gene/protein) score=1.234 | -> associated with, <- associated with | …connective tissue…
+    [3] FBN1 (gene/protein) score=1.234 | associated with | …connective tissue…
+    [8] Smith J (author) | -> writes | …
 
 * ``[id] name (type)``: the node id is what the agent passes to the next tool or to ``select``;
 * ``score=``: the BM25 score of the subquery (left out when the call had no subquery);
-* for neighbors, each relation linking the explored node v and this node, with its direction:
-  ``-> r`` for a stored edge ``v -r-> u``, ``<- r`` for ``u -r-> v``;
+* for neighbors, each relation linking the explored node v and this node, with its direction where
+  the direction carries information: ``-> r`` for a stored edge ``v -r-> u``, ``<- r`` for
+  ``u -r-> v``, and plain ``r`` for a relation whose every edge is stored both ways (all of PRIME's
+  and the demo's, and any graph read with ``edges="stark"``), where the arrows would say nothing;
 * a snippet of the node's text around the matched query terms (the start of the text without a query).
 
 The observation ends with ``showing k of N ...``. Its length is budgeted in *approximate tokens*:
@@ -115,14 +118,14 @@ class NodeLine:
     type_name: str
     snippet: str
     score: float | None = None
-    links: list[tuple[str, bool]] = field(default_factory=list)  # (relation name, outgoing)
+    links: list[tuple[str, bool | None]] = field(default_factory=list)  # (relation, outgoing; None: both ways)
 
     def render(self) -> str:
         parts = [f"[{self.node_id}] {self.name} ({self.type_name})"]
         if self.score is not None:
             parts[0] += f" score={self.score:.3f}"
         if self.links:
-            parts.append(", ".join(("-> " if out else "<- ") + rel for rel, out in self.links))
+            parts.append(", ".join(rel if out is None else ("-> " if out else "<- ") + rel for rel, out in self.links))
         if self.snippet:
             parts.append(self.snippet)
         return " | ".join(parts)

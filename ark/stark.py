@@ -16,10 +16,15 @@ This module owns everything that knows STaRK's on-disk layout (the hub layout of
   files are already on disk.
 * `read_graph` reads the processed files (without importing stark-qa) and returns a `KnowledgeGraph`
   whose node texts equal, character for character, stark-qa's
-  ``SKB.get_doc_info(i, add_rel=False, compact=False)``. Edges are kept as stored (directed); note that
-  stark-qa's ``SKB.__init__`` instead makes the graph undirected with
-  ``to_undirected(reduce='mean')``, which averages the type ids of a node pair linked by edges of two
-  types in opposite directions. Our neighbor sets (both directions) equal ``SKB.get_neighbor_nodes(i)``.
+  ``SKB.get_doc_info(i, add_rel=False, compact=False)``. ``edges`` picks the edge semantics:
+  ``"stored"`` (default) keeps every edge of ``edge_index.pt`` with its direction and type;
+  ``"stark"`` is what stark-qa's ``SKB.__init__`` does (`stark_undirected`): unless the stored
+  pairs are already symmetric (PRIME, the demo), ``to_undirected(reduce='mean')`` merges all edges
+  between two nodes, *whatever their directions*, into one pair stored both ways whose type is the
+  floored mean of their type ids (AMAZON: also_buy (0) and also_view (1) on one pair become
+  also_buy only; MAG: a pair that cites each other becomes one cites edge each way). Either way our
+  neighbor sets (both directions) equal ``SKB.get_neighbor_nodes(i)``; per relation, only
+  ``"stark"`` equals ``SKB.get_neighbor_nodes(i, r)``.
 * `read_queries` reads a QA set into a `QuerySet` (queries, gold answers, splits).
 
 Run::
@@ -51,6 +56,7 @@ NAMES = tuple(sorted(STARK_GRAPHS)) + ("demo",)  # the paper's column order; "de
 SPLITS = ("train", "val", "test", "test-0.1")
 HUMAN_SPLIT = "human_generated_eval"
 DEFAULT_ROOT = Path("data/stark")
+EDGES = ("stored", "stark")  # read_graph's edge semantics: as stored, or stark-qa's SKB (see the docstring)
 
 AMAZON_META_LINKS = "brand-category-color"  # stark-qa's default meta_link_types, joined by "-"
 AMAZON_MAX_ENTRIES = 25  # stark-qa's AmazonSKB max_entries: it prints entries 0..max_entries+1 (27)
@@ -479,19 +485,53 @@ def candidate_ids(g: ProcessedGraph) -> np.ndarray:
     return np.flatnonzero(g.node_types == g.node_type_names.index(wanted)).astype(np.int64)
 
 
-def read_graph(name: str, root: Path | str = DEFAULT_ROOT) -> KnowledgeGraph:
+def check_edges(edges: str) -> str:
+    if edges not in EDGES:
+        raise ValueError(f"unknown edges {edges!r}; valid: {', '.join(EDGES)}")
+    return edges
+
+
+def stark_undirected(src: np.ndarray, dst: np.ndarray, rel: np.ndarray, num_nodes: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """stark-qa's ``SKB.__init__`` edge handling: when the stored (src, dst) pairs are not already
+    symmetric (torch_geometric's ``is_undirected``), ``to_undirected(edge_index, edge_types,
+    reduce='mean')`` then ``.long()``: every ordered pair (a, b) linked by stored edges in either
+    direction becomes one edge a -> b, and one b -> a, whose type is the floored mean of the type ids
+    of all stored edges between a and b (each counted once per direction it is listed in, i.e. twice).
+    Symmetric input comes back unchanged, duplicates included."""
+    src, dst, rel = (np.asarray(a, dtype=np.int64) for a in (src, dst, rel))
+    n = max(int(num_nodes), 1)
+    key, rkey = src * n + dst, dst * n + src
+    if np.array_equal(np.unique(key), np.unique(rkey)):
+        return src, dst, rel
+    both = np.concatenate([key, rkey])
+    pairs, inverse = np.unique(both, return_inverse=True)
+    sums = np.bincount(inverse, weights=np.concatenate([rel, rel]).astype(np.float64), minlength=len(pairs))
+    counts = np.bincount(inverse, minlength=len(pairs))
+    merged = (sums.astype(np.int64) // counts).astype(np.int64)
+    return pairs // n, pairs % n, merged
+
+
+def read_graph(name: str, root: Path | str = DEFAULT_ROOT, edges: str = "stored") -> KnowledgeGraph:
     """Read STaRK graph ``name`` from ``root`` (hub layout) into a `KnowledgeGraph` (no network).
 
     A missing file raises FileNotFoundError naming it and the command that fetches it; a truncated
-    one raises `StarkFileError`. Edges are stored as in ``edge_index.pt`` (directed).
+    one raises `StarkFileError`. ``edges``: ``"stored"`` keeps ``edge_index.pt`` as it is (directed,
+    every edge); ``"stark"`` applies `stark_undirected`, as stark-qa's SKB does.
     """
+    check_edges(edges)
     g = read_processed(name, root)
     names, texts = [], []
     for node_name, doc in documents(g):
         names.append(node_name)
         texts.append(doc)
-    return KnowledgeGraph.from_edges(name, g.node_type_names, g.node_types, names, texts, g.relation_names,
-                                     g.src, g.dst, g.rel, candidate_ids=candidate_ids(g))
+    src, dst, rel = g.src, g.dst, g.rel
+    if edges == "stark":
+        src, dst, rel = stark_undirected(src, dst, rel, len(g.node_types))
+    graph = KnowledgeGraph.from_edges(name, g.node_type_names, g.node_types, names, texts, g.relation_names,
+                                      src, dst, rel, candidate_ids=candidate_ids(g))
+    graph.meta["edges"] = edges
+    return graph
 
 
 # ====================================================================== queries

@@ -110,7 +110,7 @@ class NeighborRanking:
 
     ids: np.ndarray  # neighbor ids in rank order (at most k)
     scores: np.ndarray | None  # their BM25 scores, None without a query
-    links: list[list[tuple[str, bool]]]  # per neighbor: (relation name, outgoing) pairs, CSR order
+    links: list[list[tuple[str, bool | None]]]  # per neighbor: (relation, outgoing; None: stored both ways)
     total: int  # distinct neighbors that passed the filters
     matched: int | None  # of those, how many have score > 0 (None without a query)
 
@@ -241,6 +241,7 @@ class ToolSet:
             raise ValueError(f"index has {index.num_docs} documents but the graph has {graph.num_nodes} nodes")
         self.snippet = Snippeter(index.tokenizer, self.config.snippet_chars)
         self._type_masks: dict[tuple[str, ...], np.ndarray] = {}
+        self._both_ways_mask: np.ndarray | None = None
         self.specs: dict[str, ToolSpec] = {s.name: s for s in self._build_specs()}
         self._handlers: dict[str, Callable[[dict], ToolResult]] = {SEARCH: self._search, NEIGHBORS: self._neighbors}
 
@@ -405,7 +406,7 @@ class ToolSet:
         lines = [self._line(i, sc, terms, links)
                  for i, sc, links in zip(ranking.ids.tolist(), shown_scores, ranking.links)]
         what = "neighbors" + (" matching the filters" if (types or rels) else "")
-        if lines:
+        if any(o is not None for links in ranking.links for _, o in links):
             notes.append(f"(-> r: edge {v} -r-> neighbor; <- r: edge neighbor -r-> {v})")
         text, shown = render(header, lines, total, what, notes, c.max_observation_tokens)
         return ToolResult(text, shown)
@@ -428,11 +429,22 @@ class ToolSet:
         else:
             order = np.arange(min(k, len(uniq)))
         names = g.relation_names
+        both_ways = self._both_ways()
         links = []
         for p in order.tolist():
             a, b = int(starts[p]), int(ends[p])
-            links.append(list(dict.fromkeys(zip((names[r] for r in rel[a:b].tolist()), out[a:b].tolist()))))
+            # direction only where it tells something: not for relations stored both ways everywhere
+            links.append(list(dict.fromkeys((names[r], None if both_ways[r] else o)
+                                            for r, o in zip(rel[a:b].tolist(), out[a:b].tolist()))))
         return NeighborRanking(uniq[order], scores, links, len(uniq), matched)
+
+    def _both_ways(self) -> np.ndarray:
+        """Per relation id: is every edge of it stored in both directions (`KnowledgeGraph.both_ways_relations`)."""
+        if self._both_ways_mask is None:
+            g = self.graph
+            both = set(g.both_ways_relations)
+            self._both_ways_mask = np.array([r in both for r in g.relation_names] or [False], dtype=bool)
+        return self._both_ways_mask
 
     def _no_neighbors_note(self, v: int, types, rels) -> str:
         g = self.graph

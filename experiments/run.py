@@ -81,7 +81,7 @@ def run_info(cfg: DictConfig) -> dict[str, Any]:
             "n_agents": cfg.budget.agent.n_agents if is_ark else None,
             "agent_options": agent_options(cfg.budget.agent) if is_ark else None,
             "split": cfg.split, "run_name": cfg.retriever.run_name,
-            "cut": cfg.cut, "metrics_mode": cfg.metrics_mode,
+            "edges": cfg.graph.get("edges", "stored"), "cut": cfg.cut, "metrics_mode": cfg.metrics_mode,
             "torchmetrics": str(cfg.torchmetrics) if cfg.metrics_mode == "stark_qa" else None}
 
 
@@ -116,9 +116,9 @@ def check_prerequisites(cfg: DictConfig, source=None) -> None:
 local_server_for = serving
 
 
-# settings that change the stored per-query numbers (and their values before they were recorded)
-_SCORING_KEYS = ("cut", "metrics_mode", "torchmetrics")
-_SCORING_DEFAULTS = {"cut": "top_first", "metrics_mode": "paper", "torchmetrics": None}
+# settings that change the per-query numbers a run stores (and their values before run.json held them)
+_SCORING_KEYS = ("edges", "cut", "metrics_mode", "torchmetrics")
+_SCORING_DEFAULTS = {"edges": "stored", "cut": "top_first", "metrics_mode": "paper", "torchmetrics": None}
 
 
 def _check_same_run(out: Path, info: dict[str, Any]) -> None:

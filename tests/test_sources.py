@@ -22,9 +22,9 @@ def _count_reads(monkeypatch) -> list[str]:
     reads: list[str] = []
     real = stark.read_graph
 
-    def counting(name, raw):
+    def counting(name, raw, **kw):
         reads.append(name)
-        return real(name, raw)
+        return real(name, raw, **kw)
 
     monkeypatch.setattr(stark, "read_graph", counting)
     return reads
@@ -84,3 +84,28 @@ def test_queries_and_splits(root):
             assert queries[q.id] == q
     with pytest.raises(ValueError, match="valid"):
         queries.split("dev")
+
+
+def test_edges_option_reaches_the_graph_from_hydra_and_has_its_own_cache(root, monkeypatch):
+    """graph.edges=stark on the command line: the source loads stark-qa's merged edges, cached apart
+    from the stored ones, and the run's identity says which."""
+    from hydra.utils import instantiate
+
+    from experiments.run import compose, run_info
+
+    reads = _count_reads(monkeypatch)
+    cfg = compose(["graph=amazon", "graph.edges=stark", f"paths.data={root}"])
+    assert run_info(cfg)["edges"] == "stark" and run_info(compose(["graph=amazon"]))["edges"] == "stored"
+    merged = instantiate(cfg.graph).graph()
+    stored = instantiate(compose(["graph=amazon", f"paths.data={root}"]).graph).graph()
+    assert merged.meta["edges"] == "stark" and stored.meta["edges"] == "stored"
+    assert (root / "cache" / "amazon-edges-stark" / "meta.json").exists()
+    assert (root / "cache" / "amazon" / "meta.json").exists()
+    also_view = merged.relation_id("also_view")
+    assert also_view not in merged.neighbors(0).relations[merged.neighbors(0).nodes == 1]
+    assert also_view in stored.neighbors(0).relations[stored.neighbors(0).nodes == 1]
+    assert reads == ["amazon", "amazon"]
+    assert StarkSource("amazon", root, edges="stark").graph().both_ways_relations == merged.relation_names
+    assert reads == ["amazon", "amazon"]                                   # the stark cache is reused
+    with pytest.raises(Exception, match="valid: stored, stark"):
+        instantiate(compose(["graph=amazon", "graph.edges=both"]).graph)

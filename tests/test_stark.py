@@ -150,6 +150,49 @@ def test_edges_are_kept_as_stored(graphs):
     assert mag.num_edges == len(fx.mag_edges({"author": 5, "institution": 2, "field_of_study": 3}))
 
 
+def _rows(g, v):
+    e = g.neighbors(v)
+    return {(int(n), g.relation_names[r], bool(o)) for n, r, o in zip(e.nodes, e.relations, e.outgoing)}
+
+
+def test_stark_edges_merge_each_pair_whatever_its_directions(root, graphs):
+    """edges="stark": stark-qa's to_undirected(reduce='mean'); AMAZON's 0 -also_buy-> 1 and
+    1 -also_view-> 0 become also_buy both ways (floor of the mean of 0 and 1)."""
+    g = stark.read_graph("amazon", root, edges="stark")
+    assert g.meta["edges"] == "stark" and graphs["amazon"].meta["edges"] == "stored"
+    rows = _rows(g, 0)
+    assert {(1, "also_buy", True), (1, "also_buy", False)} <= rows
+    assert not any(n == 1 and r == "also_view" for n, r, _ in rows)
+    assert g.both_ways_relations == g.relation_names        # every pair stored both ways
+    assert graphs["amazon"].both_ways_relations != graphs["amazon"].relation_names
+    # MAG: the two papers that cite each other keep one cites edge each way
+    mag_stored, mag = graphs["mag"], stark.read_graph("mag", root, edges="stark")
+    p0 = int(mag_stored.candidate_ids[0])
+    assert {(p0 + 1, "paper___cites___paper", True), (p0 + 1, "paper___cites___paper", False)} <= _rows(mag_stored, p0)
+    assert "paper___cites___paper" not in mag_stored.both_ways_relations
+    assert {(p0 + 1, "paper___cites___paper", True), (p0 + 1, "paper___cites___paper", False)} <= _rows(mag, p0)
+    for v in range(mag.num_nodes):   # the same neighbor sets either way; only relations/directions merge
+        assert set(mag.neighbors(v).nodes.tolist()) == set(mag_stored.neighbors(v).nodes.tolist())
+
+
+def test_stark_edges_leave_a_graph_stored_both_ways_as_it_is(root, graphs):
+    g, stored = stark.read_graph("prime", root, edges="stark"), graphs["prime"]
+    assert g.num_edges == stored.num_edges and g.fingerprint == stored.fingerprint
+    assert stored.both_ways_relations == stored.relation_names   # PRIME stores every edge both ways
+
+
+def test_stark_undirected_floors_the_mean_type_of_each_ordered_pair():
+    src, dst, rel = stark.stark_undirected(np.array([0, 1, 2, 0, 4]), np.array([1, 0, 3, 4, 0]),
+                                           np.array([0, 1, 5, 1, 2]), 5)
+    got = sorted(zip(src.tolist(), dst.tolist(), rel.tolist()))
+    # (0,1): types 0 and 1 -> 0; (2,3): 5; (0,4): 0 -1-> 4 and 4 -2-> 0 -> floor(1.5) = 1
+    assert got == [(0, 1, 0), (0, 4, 1), (1, 0, 0), (2, 3, 5), (3, 2, 5), (4, 0, 1)]
+    same = (np.array([0, 1, 0]), np.array([1, 0, 1]), np.array([2, 3, 3]))   # symmetric pairs: untouched
+    assert [a.tolist() for a in stark.stark_undirected(*same, 2)] == [a.tolist() for a in same]
+    with pytest.raises(ValueError, match="valid: stored, stark"):
+        stark.read_graph("prime", "nowhere", edges="undirected")
+
+
 def test_demo_name_reads_the_prime_layout(tmp_path):
     fx.build_prime(tmp_path, name="demo")
     fx.build_qa(tmp_path, "demo", 30, with_optional=False)

@@ -150,8 +150,24 @@ def test_neighbors_self_loop_and_multi_relations():
     t = ToolSet(g, BM25Index.build(g.texts()))
     r = ok(t.call(NEIGHBORS, {"node_id": 0}))
     assert r.node_ids == [1, 2] and footer(r) == (2, 2)
-    assert "| -> r, -> s, <- r |" in line_of(r, 1)
+    # every r edge is stored both ways (0-0, 0-1 and 1-0): its direction says nothing and is left out;
+    # s is stored one way, so its arrows stay, and so does the legend
+    assert g.both_ways_relations == ["r"]
+    assert "| r, -> s |" in line_of(r, 1)
     assert "| <- s |" in line_of(r, 2)
+    assert "(-> r: edge 0 -r-> neighbor" in r.observation
+
+
+def test_neighbors_of_a_graph_stored_both_ways_show_no_arrows():
+    # PRIME and the demo store every edge in both directions: "-> r, <- r" on every line would carry
+    # no information, so lines name the relation only and the arrow legend is left out
+    g = KnowledgeGraph.from_edges(
+        "sym", ["a", "b"], [0, 1, 1], ["zero", "one", "two"], ["x alpha", "y beta", "z gamma"],
+        ["r", "s"], src=[0, 1, 0, 2, 0, 1], dst=[1, 0, 2, 0, 1, 0], rel=[0, 0, 1, 1, 1, 1])
+    assert g.both_ways_relations == ["r", "s"]
+    r = ok(ToolSet(g, BM25Index.build(g.texts())).call(NEIGHBORS, {"node_id": 0}))
+    assert "| r, s |" in line_of(r, 1) and "| s |" in line_of(r, 2)
+    assert "->" not in r.observation and "<-" not in r.observation
 
 
 def test_neighbors_stopword_query_falls_back_to_id_order(tools):
