@@ -11,9 +11,11 @@ This module owns everything that knows STaRK's on-disk layout (the hub layout of
     qa/<name>/stark_qa/stark_qa.csv, qa/<name>/stark_qa/stark_qa_human_generated_eval.csv
     qa/<name>/split/{train,val,test,test-0.1}.index
 
-* `download` fetches exactly what stark-qa 1.1.0 fetches (``processed.zip``, MAG's ``schema/``,
-  AMAZON's ``category_list.json``, the QA csv files and split indices) and touches no network when the
-  files are already on disk.
+* `download` asks the hub for exactly what stark-qa 1.1.0 asks for (``processed.zip``, MAG's
+  ``schema/``, AMAZON's ``category_list.json``, the whole ``qa/<name>/`` folder: QA csv files and
+  split indices), through ``huggingface_hub`` (``HF_ENDPOINT`` for a mirror), and touches no network
+  when the files are already on disk. An unreachable hub ends in one line naming the missing files
+  and the ways out (tests/test_stark_download.py runs it against a local stand-in for the hub).
 * `read_graph` reads the processed files (without importing stark-qa) and returns a `KnowledgeGraph`
   whose node texts equal, character for character, stark-qa's
   ``SKB.get_doc_info(i, add_rel=False, compact=False)``. ``edges`` picks the edge semantics:
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import logging
 import pickle
 import shutil
 import sys
@@ -134,43 +137,60 @@ def qa_files(name: str, root: Path | str = DEFAULT_ROOT) -> dict[str, Path]:
 
 
 def hub_files(name: str) -> list[str]:
-    """Paths inside the hub repo that stark-qa downloads for graph ``name`` (folders end with '/')."""
+    """What stark-qa 1.1.0 asks the hub for, for graph ``name``, in its order (folders end with '/';
+    stark-qa fetches every file under them): ``processed.zip`` (``<Name>SKB``), MAG's ``schema/``,
+    AMAZON's ``category_list.json`` and the whole ``qa/<name>/`` folder (``STaRKDataset``)."""
     if name not in STARK_GRAPHS:
         raise ValueError(f"no hub files for {name!r}; downloadable graphs: {', '.join(STARK_GRAPHS)}")
-    files = [f"skb/{name}/processed.zip"]
-    if name == "mag":
-        files.append("skb/mag/schema/")
-    if name == "amazon":
-        files.append("skb/amazon/category_list.json")
-    files.append(f"qa/{name}/stark_qa/stark_qa.csv")
-    files.append(f"qa/{name}/stark_qa/stark_qa_human_generated_eval.csv")
-    files += [f"qa/{name}/split/{s}.index" for s in SPLITS]
-    return files
+    if name == "amazon":   # AmazonSKB fetches category_list.json before processed.zip
+        files = ["skb/amazon/category_list.json", "skb/amazon/processed.zip"]
+    else:
+        files = [f"skb/{name}/processed.zip"] + (["skb/mag/schema/"] if name == "mag" else [])
+    return files + [f"qa/{name}/"]
+
+
+def needed_files(name: str, root: Path | str = DEFAULT_ROOT) -> dict[str, list[Path]]:
+    """Per hub entry of `hub_files`, the files on disk under ``root`` that show it is there."""
+    root = Path(root)
+    needed: dict[str, list[Path]] = {}
+    for hub in hub_files(name):
+        if hub.endswith("processed.zip"):
+            needed[hub] = graph_files(name, root)
+        elif hub == f"qa/{name}/":
+            needed[hub] = list(qa_files(name, root).values())
+        else:   # a file, or a folder (MAG's schema/) that must not be empty
+            needed[hub] = [root / hub]
+    return needed
+
+
+def _present(path: Path) -> bool:
+    return any(path.iterdir()) if path.is_dir() else path.exists()
 
 
 def missing_files(name: str, root: Path | str = DEFAULT_ROOT) -> list[str]:
-    """Hub paths of graph ``name`` not yet on disk under ``root`` (no network)."""
+    """Hub entries of graph ``name`` not yet (completely) on disk under ``root`` (no network)."""
+    return [hub for hub, paths in needed_files(name, root).items() if not all(_present(p) for p in paths)]
+
+
+def missing_paths(name: str, root: Path | str = DEFAULT_ROOT) -> list[str]:
+    """The files (relative to ``root``) that graph ``name`` still lacks on disk."""
     root = Path(root)
-    missing = []
-    for hub in hub_files(name):
-        if hub.endswith("processed.zip"):
-            if not all(p.exists() for p in graph_files(name, root)):
-                missing.append(hub)
-        elif hub.endswith("/"):
-            folder = root / hub
-            if not folder.is_dir() or not any(folder.iterdir()):
-                missing.append(hub)
-        elif not (root / hub).exists():
-            missing.append(hub)
-    return missing
+    return [str(p.relative_to(root)) + ("/" if hub.endswith("/") and p == root / hub else "")
+            for hub, paths in needed_files(name, root).items() for p in paths if not _present(p)]
+
+
+class StarkDownloadError(RuntimeError):
+    """The hub could not be reached (or refused) while files were still missing; the message is one line."""
 
 
 # ====================================================================== download
 def download(name: str, root: Path | str = DEFAULT_ROOT, progress: bool = True) -> Path:
     """Fetch what stark-qa fetches for graph ``name`` into ``root`` (hub layout); return ``root``.
 
-    Only files missing on disk are fetched; when nothing is missing no network call is made.
-    ``processed.zip`` is unzipped to ``skb/<name>/processed/`` and then deleted.
+    Only entries with files missing on disk are fetched; when nothing is missing no network call is
+    made. ``processed.zip`` is unzipped to ``skb/<name>/processed/`` and then deleted. The hub is
+    ``huggingface_hub``'s endpoint (``HF_ENDPOINT`` for a mirror). When it cannot be reached,
+    `StarkDownloadError` says so in one line, with the files still missing and the ways out.
     """
     check_name(name)
     if name == "demo":
@@ -180,7 +200,7 @@ def download(name: str, root: Path | str = DEFAULT_ROOT, progress: bool = True) 
     if not todo:
         return root
     try:
-        from huggingface_hub import hf_hub_download, snapshot_download
+        import huggingface_hub
         from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
     except ImportError:  # pragma: no cover - huggingface_hub is in requirements.txt
         raise ImportError("downloading STaRK needs huggingface_hub: pip install huggingface_hub") from None
@@ -188,23 +208,62 @@ def download(name: str, root: Path | str = DEFAULT_ROOT, progress: bool = True) 
     bars_were_off = are_progress_bars_disabled()
     if not progress:
         disable_progress_bars()
+    # the hub client logs a warning per retry of a failed request (5, over about 25 s); the outcome is
+    # reported once, below, instead
+    from huggingface_hub.utils import logging as hub_logging   # importing it sets the hub's own level
+
+    hub_level = hub_logging.get_verbosity()
+    hub_logging.set_verbosity(logging.ERROR)
     try:
         for i, hub in enumerate(todo, 1):
             if progress:
                 print(f"[{i}/{len(todo)}] fetching {REPO_ID}:{hub} -> {root / hub}", file=sys.stderr)
-            if hub.endswith("/"):
-                snapshot_download(REPO_ID, repo_type="dataset", allow_patterns=[hub + "*"], local_dir=root)
-                continue
-            path = Path(hf_hub_download(REPO_ID, hub, repo_type="dataset", local_dir=root))
+            try:
+                if hub.endswith("/"):
+                    huggingface_hub.snapshot_download(REPO_ID, repo_type="dataset", allow_patterns=[hub + "*"],
+                                                      local_dir=root)
+                    continue
+                path = Path(huggingface_hub.hf_hub_download(REPO_ID, hub, repo_type="dataset", local_dir=root))
+            except Exception as e:
+                reason = _hub_failure(e)
+                if reason is None:
+                    raise
+                raise StarkDownloadError(_unreachable_message(name, root, reason)) from None
             if hub.endswith("processed.zip"):
                 _unzip_processed(path, skb_dir(name, root), name, root)
     finally:
+        hub_logging.set_verbosity(hub_level)
         if not progress and not bars_were_off:
             enable_progress_bars()
     still = missing_files(name, root)
     if still:
-        raise StarkFileError(f"after downloading {name}, still missing under {root}: {', '.join(still)}")
+        raise StarkFileError(f"after downloading {name}, still missing under {root}: {', '.join(missing_paths(name, root))}")
     return root
+
+
+def _hub_failure(e: Exception) -> str | None:
+    """Why the hub gave nothing, when ``e`` says it could not be reached or refused; None for other errors."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    endpoint = constants.ENDPOINT
+    if isinstance(e, OfflineModeIsEnabled) or (isinstance(e, LocalEntryNotFoundError) and constants.HF_HUB_OFFLINE):
+        return f"the hub client is offline (HF_HUB_OFFLINE={constants.HF_HUB_OFFLINE and 1})"
+    if isinstance(e, HfHubHTTPError) and getattr(e, "response", None) is not None:
+        return f"the hub at {endpoint} answered HTTP {e.response.status_code}"
+    if isinstance(e, (LocalEntryNotFoundError, ConnectionError, TimeoutError)) or \
+            type(e).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3"):
+        return f"could not reach the hub at {endpoint}"
+    return None
+
+
+def _unreachable_message(name: str, root: Path, reason: str) -> str:
+    missing = missing_paths(name, root)
+    return (f"cannot download STaRK {name}: {reason}. Still missing under {root}: {', '.join(missing)}. "
+            f"Ways out: point HF_ENDPOINT at a mirror of the hub (e.g. HF_ENDPOINT=https://hf-mirror.example "
+            f"{fetch_command(name, root)}), or copy the files of {REPO_ID} there by hand in the hub's layout "
+            f"(unzip skb/{name}/processed.zip into skb/{name}/, keep qa/{name}/ as it is) and check with "
+            f"python -m ark.stark check {name} --root {root}")
 
 
 def _unzip_processed(zip_path: Path, target: Path, name: str, root: Path) -> None:
@@ -682,7 +741,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     status = 0
     for name in names:
         if args.command == "download":
-            download(name, args.root, progress=not args.no_progress)
+            try:
+                download(name, args.root, progress=not args.no_progress)
+            except (StarkDownloadError, StarkFileError) as e:
+                print(f"error: {e}", file=sys.stderr)
+                sys.exit(1)
             print(f"{name}: all files present under {args.root}")
         else:
             missing = missing_files(name, args.root)

@@ -289,13 +289,11 @@ def test_download_with_files_present_touches_no_network(root, monkeypatch):
         assert stark.download(name, root, progress=False) == root
 
 
-def test_hub_files_match_what_stark_qa_fetches():
-    assert stark.hub_files("amazon") == [
-        "skb/amazon/processed.zip", "skb/amazon/category_list.json",
-        "qa/amazon/stark_qa/stark_qa.csv", "qa/amazon/stark_qa/stark_qa_human_generated_eval.csv",
-        "qa/amazon/split/train.index", "qa/amazon/split/val.index", "qa/amazon/split/test.index",
-        "qa/amazon/split/test-0.1.index"]
-    assert "skb/mag/schema/" in stark.hub_files("mag")
+def test_hub_files_are_what_stark_qa_asks_for():
+    # AmazonSKB asks for category_list.json, then processed.zip; STaRKDataset for the whole qa/<name>/
+    # folder (the comparison tier records stark-qa's own requests against a local hub and checks these)
+    assert stark.hub_files("amazon") == ["skb/amazon/category_list.json", "skb/amazon/processed.zip", "qa/amazon/"]
+    assert stark.hub_files("mag") == ["skb/mag/processed.zip", "skb/mag/schema/", "qa/mag/"]
     with pytest.raises(ValueError, match="downloadable graphs: prime, mag, amazon"):
         stark.hub_files("demo")
 
@@ -343,7 +341,7 @@ def test_download_fetches_missing_files_and_unzips(root, tmp_path, monkeypatch, 
     calls.clear()
     (target / "qa" / name / "split" / "val.index").unlink()
     stark.download(name, target, progress=False)
-    assert calls == [f"qa/{name}/split/val.index"]
+    assert calls == [f"qa/{name}/"]
 
 
 def test_truncated_zip_is_reported_and_removed(tmp_path, monkeypatch):
@@ -368,3 +366,4 @@ def test_cli_check(root, tmp_path, capsys):
     with pytest.raises(SystemExit) as missing:
         stark.main(["check", "prime", "--root", str(tmp_path)])
     assert missing.value.code == 1 and "skb/prime/processed.zip" in capsys.readouterr().out
+    assert stark.missing_paths("prime", tmp_path)[:1] == ["skb/prime/processed/node_info.pkl"]

@@ -5,7 +5,8 @@ Run: bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison
 For every node of the fixture graphs in all three processed layouts (tests/data/stark_fixtures.py), and
 of the demo graph when ark.demo can build it: our ``node_text(i)`` must equal
 ``SKB.get_doc_info(i, add_rel=False, compact=False)`` and our neighbor set (both directions) must equal
-``SKB.get_neighbor_nodes(i)`` (stark-qa makes the graph undirected).
+``SKB.get_neighbor_nodes(i)`` (stark-qa makes the graph undirected). With ``edges="stark"`` the
+per-relation neighbor sets and the edge list itself must equal stark-qa's, AMAZON's merged pairs included.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ GRAPHS = ("prime", "mag", "amazon")
 @pytest.fixture(scope="module")
 def pairs(fixture_root, stark_skb):
     return {name: (stark.read_graph(name, fixture_root), stark_skb(name, fixture_root)) for name in GRAPHS}
+
+
+@pytest.fixture(scope="module")
+def stark_edge_graphs(fixture_root):
+    return {name: stark.read_graph(name, fixture_root, edges="stark") for name in GRAPHS}
 
 
 def _assert_same_documents(graph, skb):
@@ -69,14 +75,33 @@ def test_neighbor_sets_equal_get_neighbor_nodes(pairs, name):
     _assert_same_neighbors(graph, skb, range(graph.num_nodes), relations)
 
 
-def test_amazon_mixed_pair_is_merged_by_stark_and_kept_by_us(pairs):
+def test_amazon_mixed_pair_is_merged_by_stark_and_kept_by_us(pairs, stark_edge_graphs):
     """Product 0 -also_buy-> 1 and 1 -also_view-> 0: stark-qa's to_undirected(reduce='mean') averages the
-    type ids (0 and 1 -> 0), so the pair is also_buy only, both ways; we keep both stored edges."""
+    type ids (0 and 1 -> 0), so the pair is also_buy only, both ways; edges="stored" keeps both stored
+    edges, edges="stark" merges them as stark-qa does."""
     graph, skb = pairs["amazon"]
     assert 1 in skb.get_neighbor_nodes(0, "also_buy") and 1 not in skb.get_neighbor_nodes(0, "also_view")
     e = graph.neighbors(0)
     rows = {(int(n), graph.relation_names[r], bool(o)) for n, r, o in zip(e.nodes, e.relations, e.outgoing)}
     assert {(1, "also_buy", True), (1, "also_view", False)} <= rows
+    merged = stark_edge_graphs["amazon"]
+    assert 1 in merged.neighbors(0, relations=["also_buy"]).nodes and 1 not in merged.neighbors(0, relations=["also_view"]).nodes
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_stark_edges_equal_skb_per_relation_and_edge_list(pairs, stark_edge_graphs, name):
+    """edges="stark": per-relation neighbor sets equal SKB.get_neighbor_nodes(i, r) for every node and
+    relation (AMAZON included), and the edge list equals stark-qa's edge_index/edge_types as a multiset."""
+    _, skb = pairs[name]
+    graph = stark_edge_graphs[name]
+    _assert_same_neighbors(graph, skb, range(graph.num_nodes), graph.relation_names)
+    ei, et = skb.edge_index.numpy(), skb.edge_types.numpy()
+    theirs = sorted(zip(ei[0].tolist(), ei[1].tolist(), et.tolist()))
+    ours = []
+    for v in range(graph.num_nodes):
+        e = graph.neighbors(v)
+        ours += [(v, int(u), int(r)) for u, r, o in zip(e.nodes, e.relations, e.outgoing) if o]
+    assert sorted(ours) == theirs
 
 
 def test_query_splits_equal_stark_positions(fixture_root, monkeypatch):
@@ -111,6 +136,7 @@ def test_demo_graph_equals_prime_skb(demo_root, stark_skb):
     skb = stark_skb("demo", demo_root)
     _assert_same_documents(graph, skb)
     assert graph.candidate_ids.tolist() == list(skb.candidate_ids)
+    assert stark.read_graph("demo", demo_root, edges="stark").fingerprint == graph.fingerprint  # stored both ways
     # neighbor sets: every node from stark-qa's undirected edge_index, a sample through get_neighbor_nodes
     ei = skb.edge_index.numpy()
     theirs = [set() for _ in range(graph.num_nodes)]

@@ -321,5 +321,35 @@ def build(root: Path | str) -> Path:
     return root
 
 
+def build_hub_repo(repo: Path | str, processed: Path | str | None = None) -> Path:
+    """The dataset repo ``snap-stanford/stark`` in the hub's own layout, for a local hub stand-in
+    (tests/hub_server.py): each graph's ``processed/`` folder zipped as ``skb/<name>/processed.zip``
+    (entries under ``processed/``, as stark-qa extracts them into ``skb/<name>``), MAG's ``schema/``,
+    AMAZON's ``category_list.json``, the QA csv files and split indices. Files of the real repo that
+    neither stark-qa's processed path nor ark fetch (raw dumps) are there too, as small stand-ins.
+    ``processed``: a tree written by `build` to zip (default: written here first)."""
+    import shutil
+    import tempfile
+    import zipfile
+
+    repo = Path(repo)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(processed) if processed is not None else build(Path(tmp) / "stark")
+        for name in ("prime", "mag", "amazon"):
+            folder = src / "skb" / name / "processed"
+            (repo / "skb" / name).mkdir(parents=True, exist_ok=True)
+            with zipfile.ZipFile(repo / "skb" / name / "processed.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+                for f in sorted(folder.rglob("*")):
+                    if f.is_file():
+                        zf.write(f, Path("processed") / f.relative_to(folder))
+            shutil.copytree(src / "qa" / name, repo / "qa" / name)
+        shutil.copytree(src / "skb" / "mag" / "schema", repo / "skb" / "mag" / "schema")
+        shutil.copy(src / "skb" / "amazon" / "category_list.json", repo / "skb" / "amazon" / "category_list.json")
+    for raw in ("skb/prime/raw.zip", "skb/mag/idx_title_abs.zip", "skb/amazon/raw/readme.txt"):
+        (repo / raw).parent.mkdir(parents=True, exist_ok=True)
+        (repo / raw).write_bytes(b"raw files are not part of the processed path")
+    return repo
+
+
 if __name__ == "__main__":
     print(build(Path(sys.argv[1] if len(sys.argv) > 1 else "stark-fixtures")))
