@@ -1,0 +1,155 @@
+"""What stark-qa itself asks the hub for, and its own BM25 baseline, next to ark (comparison tier).
+
+Run: bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison tests/comparison
+
+* Download: a local stand-in for the hub (tests/hub_server.py, reached through ``HF_ENDPOINT``) serves a
+  small dataset repo in STaRK's layout. stark-qa's own loaders (``load_skb(..., download_processed=True)``
+  and ``STaRKDataset``) run in a subprocess with ``huggingface_hub``'s download functions wrapped so
+  every file they ask for is recorded; ``python -m ark.stark download`` runs against the same server.
+  Both must ask for the same files (and ``ark.stark.hub_files`` must name them), and the processed
+  files both end up with must be the same bytes.
+* BM25: ``stark_qa.models.BM25`` over stark-qa's SKB against ``ark.baselines.BM25Retriever`` over our
+  graph, on every fixture graph: the same candidates with a positive score, the same scores.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ark import stark
+from tests.data import stark_fixtures as fx
+from tests.hub_server import HubServer
+
+pytestmark = pytest.mark.comparison
+REPO = Path(__file__).resolve().parents[2]
+GRAPHS = ("prime", "mag", "amazon")
+
+# Runs stark-qa's own loaders with huggingface_hub's download functions wrapped (recording what is asked).
+STARK_DRIVER = r"""
+import json, sys, types
+tdc = types.ModuleType("tdc"); res = types.ModuleType("tdc.resource"); res.PrimeKG = object
+tdc.resource = res; sys.modules["tdc"] = tdc; sys.modules["tdc.resource"] = res   # PyTDC stand-in (conftest.py)
+import huggingface_hub
+asked = []
+def wrap(module, attr):
+    real = getattr(module, attr)
+    def recorded(*args, **kwargs):
+        asked.append({"function": attr, "args": [a for a in args if isinstance(a, str)],
+                      "filename": kwargs.get("filename", args[1] if len(args) > 1 else None),
+                      "allow_patterns": kwargs.get("allow_patterns")})
+        return real(*args, **kwargs)
+    setattr(module, attr, recorded)
+import stark_qa.tools.download_hf as dl, stark_qa.skb.prime as prime, stark_qa.skb.mag as mag, stark_qa.skb.amazon as amazon
+for module in (dl, prime, mag, amazon):
+    for attr in ("hf_hub_download", "snapshot_download", "list_repo_files"):
+        if hasattr(module, attr):
+            wrap(module, attr)
+from stark_qa import load_skb
+from stark_qa.retrieval import STaRKDataset
+name, root = sys.argv[1], sys.argv[2]
+skb = load_skb(name, root=root + "/skb", download_processed=True)
+qa = STaRKDataset(name, root + "/qa")
+json.dump({"asked": asked, "num_nodes": skb.num_nodes(), "num_queries": len(qa)}, open(sys.argv[3], "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory, fixture_root):
+    repo = fx.build_hub_repo(tmp_path_factory.mktemp("hub-repo"), processed=fixture_root)
+    with HubServer(repo) as server:
+        yield server
+
+
+def _env(home: Path, endpoint: str) -> dict:
+    """Environment of a subprocess talking to the hub at ``endpoint``, with its own (empty) hub cache."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update(HF_ENDPOINT=endpoint, HF_HUB_OFFLINE="0", HF_HOME=str(home),
+               HF_HUB_DISABLE_TELEMETRY="1", PYTHONPATH=str(REPO), NO_PROXY="127.0.0.1,localhost")
+    return env
+
+
+def _entries(files: list[str], name: str) -> list[str]:
+    """Files asked for, folded into `ark.stark.hub_files` entries (a folder stands for its files)."""
+    out: list[str] = []
+    for f in files:
+        entry = next((h for h in stark.hub_files(name) if h.endswith("/") and f.startswith(h)), f)
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_ark_asks_the_hub_for_what_stark_qa_asks_for(hub, tmp_path, name):
+    # stark-qa's own loaders
+    hub.requests.clear()
+    theirs_root = tmp_path / "stark-qa"
+    subprocess.run([sys.executable, "-c", STARK_DRIVER, name, str(theirs_root), str(tmp_path / "asked.json")],
+                   cwd=tmp_path, env=_env(tmp_path / "hf-stark-qa", hub.url), check=True, timeout=600,
+                   stdout=subprocess.DEVNULL)
+    record = json.loads((tmp_path / "asked.json").read_text())
+    theirs_files = [a["filename"] for a in record["asked"] if a["function"] == "hf_hub_download"]
+    theirs_sent = hub.downloaded()
+    assert sorted(theirs_sent) == sorted(set(theirs_files))       # the wrappers saw every file sent
+
+    # ark.stark, through huggingface_hub, against the same hub
+    hub.requests.clear()
+    ours_root = tmp_path / "ark"
+    r = subprocess.run([sys.executable, "-m", "ark.stark", "download", name, "--root", str(ours_root), "--no-progress"],
+                       cwd=tmp_path, env=_env(tmp_path / "hf-ark", hub.url), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    ours_sent = hub.downloaded()
+
+    assert sorted(ours_sent) == sorted(set(theirs_files))
+    assert _entries(theirs_files, name) == stark.hub_files(name)
+    # and both end up with the same processed files
+    theirs_processed = theirs_root / "skb" / name / "processed"
+    ours_processed = stark.graph_dir(name, ours_root)
+    rel = ours_processed.relative_to(ours_root / "skb" / name / "processed")
+    for f in stark.graph_files(name, ours_root):
+        assert filecmp.cmp(f, theirs_processed / rel / f.name, shallow=False), f.name
+    assert stark.read_graph(name, ours_root).num_nodes == record["num_nodes"]
+    assert len(stark.read_queries(name, ours_root)) == record["num_queries"]
+
+
+def test_bm25_baseline_equals_stark_qa_bm25(pairs_for_bm25):
+    from stark_qa.models import BM25
+
+    from ark.baselines import BM25Retriever
+
+    n_compared = 0
+    for name, (graph, skb, queries) in pairs_for_bm25.items():
+        theirs_model = BM25(skb)
+        ours = BM25Retriever(graph, top=len(skb.candidate_ids))
+        for query in queries:
+            theirs = theirs_model.forward(query, k=len(skb.candidate_ids))
+            positive = {int(i): float(s) for i, s in theirs.items() if s > 0}
+            got = ours.retrieve(query)
+            _, got_scores = ours.index.search(query, len(skb.candidate_ids))
+            assert sorted(got) == sorted(positive), (name, query)
+            np.testing.assert_allclose(got_scores, [positive[i] for i in got], rtol=1e-6, atol=1e-6)
+            # the same order up to ties: our list's scores are stark-qa's, sorted descending
+            np.testing.assert_allclose([positive[i] for i in got], sorted(positive.values(), reverse=True), atol=1e-6)
+            n_compared += bool(got)
+    assert n_compared > 20
+
+
+@pytest.fixture(scope="module")
+def pairs_for_bm25(fixture_root, stark_skb):
+    out = {}
+    for name in GRAPHS:
+        graph = stark.read_graph(name, fixture_root)
+        queries = [q.text for q in stark.read_queries(name, fixture_root)][:10]
+        # words taken from the documents themselves, so that most queries match something
+        words = " ".join(graph.node_text(int(i)) for i in graph.candidate_ids[:8]).split()
+        rng = np.random.default_rng(0)
+        queries += [" ".join(rng.choice(words, size=int(rng.integers(1, 6)))) for _ in range(15)]
+        out[name] = (graph, stark_skb(name, fixture_root), queries)
+    return out
