@@ -9,7 +9,8 @@ Run: bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison
   Both must ask for the same files (and ``ark.stark.hub_files`` must name them), and the processed
   files both end up with must be the same bytes.
 * BM25: ``stark_qa.models.BM25`` over stark-qa's SKB against ``ark.baselines.BM25Retriever`` over our
-  graph, on every fixture graph: the same candidates with a positive score, the same scores.
+  graph, on every fixture graph: the same candidates with a positive score, the same scores. (stark-qa
+  1.1.0's ``BM25.forward`` fails as shipped with bm25s 0.3.16; see the test for the one attribute set.)
 """
 
 from __future__ import annotations
@@ -127,6 +128,10 @@ def test_bm25_baseline_equals_stark_qa_bm25(pairs_for_bm25):
     n_compared = 0
     for name, (graph, skb, queries) in pairs_for_bm25.items():
         theirs_model = BM25(skb)
+        # stark-qa 1.1.0 builds bm25s.BM25(corpus=documents), and with bm25s 0.3.16 retrieve() then returns
+        # the documents instead of their positions, which forward() looks up as positions (KeyError).
+        # Without the stored corpus retrieve() returns positions; everything else is stark-qa's own code.
+        theirs_model.retriever.corpus = None
         ours = BM25Retriever(graph, top=len(skb.candidate_ids))
         for query in queries:
             theirs = theirs_model.forward(query, k=len(skb.candidate_ids))
