@@ -282,8 +282,6 @@ def _ranked_metrics(preds, target, specs: list[MetricSpec], torchmetrics: str) -
 def _evaluate_stark_qa(ranking, gold, cands: CandidateSet, specs: list[MetricSpec], scores=None,
                        torchmetrics: str = DEFAULT_TORCHMETRICS) -> dict[str, float]:
     """`stark_evaluate` on a ranked list; ids above the largest candidate id are dropped, not raised on."""
-    import torch
-
     if scores is None:
         scored = stark_scores(ranking)
     else:
