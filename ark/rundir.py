@@ -278,7 +278,7 @@ class RunDir:
         budget = self.config.get("budget")
         agent = budget.get("agent") if isinstance(budget, dict) else None
         agent = agent if isinstance(agent, dict) else {}
-        return agent.get("fuse_top", 20), agent.get("tie_break", "list")
+        return agent.get("fuse_top"), agent.get("tie_break", "list")
 
     def update_metrics(self, **fields: Any) -> dict:
         """Merge ``fields`` into metrics.json (written atomically) and return the new summary."""
