@@ -10,7 +10,7 @@ Options for small models (`AgentConfig`, all off by default, so the paper's loop
 - ``first_search``: the first step's request forces ``search_graph`` (``tool_choice`` naming that
   function); the model still writes the query and the arguments;
 - ``constrain_ids``: each request's schemas list the ids shown so far as the only values of
-  ``select``'s ``node_ids`` and ``explore_neighbors``' ``node_id`` (an ``enum``), and leave those two tools
+  ``select``'s ``node_ids`` (at most 20 per call) and ``explore_neighbors``' ``node_id`` (an ``enum``), and leave those two tools
   out until a graph tool has shown a node. A server that decodes under the schema (llama.cpp turns
   it into a grammar; vLLM's guided decoding) then cannot emit an id the agent would reject;
 - ``stop_on_repeat``: the trajectory ends (stop reason "repeat") after a step that repeats a tool call,
@@ -50,6 +50,7 @@ from ark.trajectory import Step, Trajectory, tool_message
 
 SELECT, FINISH = "select", "finish"
 OPTIONS = ("first_search", "constrain_ids", "stop_on_repeat")  # the AgentConfig switches for small models
+MAX_SELECT = 20  # with constrain_ids: most ids one select call may name (the fused list is cut to 20)
 
 SELECT_TOOL = {
     "type": "function",
@@ -191,7 +192,9 @@ class Agent:
                 tool = copy.deepcopy(tool)
                 props = tool["function"]["parameters"]["properties"]
                 if name == SELECT:
+                    # bounded too: under a grammar a small model may otherwise repeat ids until the context ends
                     props["node_ids"]["items"] = {"type": "integer", "enum": ids}
+                    props["node_ids"]["maxItems"] = min(len(ids), MAX_SELECT)
                 else:
                     props["node_id"]["enum"] = ids
             out.append(tool)

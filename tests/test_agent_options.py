@@ -87,6 +87,7 @@ def test_constrain_ids_lists_only_ids_shown_so_far(graph, toolset):
     assert names(sent[0]) == ["search_graph", FINISH]
     assert names(sent[1]) == ["search_graph", "explore_neighbors", SELECT, FINISH]
     assert tool(sent[1], SELECT)["node_ids"]["items"] == {"type": "integer", "enum": shown0}
+    assert tool(sent[1], SELECT)["node_ids"]["maxItems"] == min(len(shown0), 20)
     assert tool(sent[1], "explore_neighbors")["node_id"]["enum"] == shown0
     assert tool(sent[2], SELECT)["node_ids"]["items"]["enum"] == shown1 and shown1 != shown0
     # the other parameters and the recorded tool list are untouched
