@@ -4,10 +4,13 @@ Every reader of runs (``ark.report``, ``ark.attribution``, ``ark.compare``, ``ar
 ``experiments/figures.py``, ``experiments/viewer.py``) goes through this module; ``ark.runner`` and
 ``experiments/run.py`` write the files named here. A run directory is
 
-    results/runs/<experiment>/<graph>/<retriever>-<backbone>-<budget>-<ablation>/
+    results/runs/<experiment>/<graph>/<run_name>_<split>[_limit<n>]/    (run_name: ark-<backbone>-<budget>-<ablation> or bm25)
       run.json              the run's identity: experiment, graph, retriever, backbone, budget, ablation,
                             t_max, n_agents, agent_options (the ark.agent.OPTIONS switched on, comma-separated,
-                            or "none"), split, run_name (experiments/run.py; absent in bare runner runs)
+                            or "none"), split, run_name, and "identity" (every resolved setting that changes
+                            results, flattened, secrets redacted) with its "fingerprint" (experiments/run.py;
+                            absent in bare runner runs)
+      run.lock              held (flock) by the process writing the run; refuses a second writer
       config.yaml           the resolved Hydra config, secrets removed (experiments/run.py)
       predictions.jsonl     one JSON record per finished query, appended as it finishes; a query may
                             appear several times (a retried failure): the last line wins. Keys:
@@ -87,33 +90,41 @@ def tool_counts(rec: dict) -> list[dict[str, int]]:
     return [dict(t) for t in rec.get("tool_counts") or []]
 
 
-def read_predictions(path: Path | str) -> dict[str, dict]:
-    """query-id key -> the latest record of a ``predictions.jsonl`` (unreadable lines are skipped:
-    a kill mid-write leaves at most one partial last line)."""
+def read_predictions(path: Path | str, on_skip=None) -> dict[str, dict]:
+    """query-id key -> the latest record of a ``predictions.jsonl``. Lines that are not records
+    (unreadable JSON from a kill mid-write, or JSON without a query id) are skipped; ``on_skip(path,
+    line_number, line)`` is told about each."""
     records: dict[str, dict] = {}
     path = Path(path)
     if not path.exists():
         return records
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             line = line.strip()
             if not line:
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
-                continue
+                rec = None
             if isinstance(rec, dict) and "query_id" in rec:
                 records[key(rec["query_id"])] = rec
+            elif on_skip is not None:
+                on_skip(path, n, line)
     return records
 
 
 def write_json_atomic(path: Path | str, obj: Any, indent: int | None = None) -> None:
-    """Write JSON through a temporary file and a rename, so readers never see half a file."""
+    """Write JSON through a temporary file and a rename, so readers never see half a file (and a
+    failed write, e.g. on a full disk, leaves no temporary file behind)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=indent), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=indent), encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def is_run_dir(path: Path | str) -> bool:

@@ -25,8 +25,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
+import errno
+import fcntl
 import json
+import logging
 import os
 import time
 from collections import Counter
@@ -43,12 +47,63 @@ from ark.metrics import (CUTS, DEFAULT_TORCHMETRICS, MODES, TORCHMETRICS, Candid
 # the run directory's files are named, documented and read in ark.rundir
 from ark.rundir import METRICS_FILE, PER_QUERY, PREDICTIONS, TRAJ_DIR, TRAJECTORY_STATS, read_predictions
 from ark.rundir import key as _key
-from ark.rundir import write_json_atomic as _write_json_atomic
+from ark.rundir import write_json_atomic
 
+log = logging.getLogger(__name__)
+
+LOCK_FILE = "run.lock"
 TOOLS = ("search_graph", "explore_neighbors")
 RUN_METRICS: tuple[str, ...] = ("hit@1", "hit@5", "hit@10", "recall@10", "recall@20", "mrr")
 SUCCESS_METRIC = "hit@5"   # what makes a trajectory "successful" in the paper's Figure 5
 AGENT_METRICS = (SUCCESS_METRIC, "recall@20")  # scored per agent, for Figure 5 and trajectory_stats.csv
+
+
+STATUSES = ("ok", "degraded", "failed")
+
+
+class RunDirInUse(RuntimeError):
+    """Another process is writing the run directory (it holds ``run.lock``)."""
+
+
+class RunStorageError(OSError):
+    """The run directory cannot be written (disk full, quota, read-only); the run stopped cleanly."""
+
+
+_held_locks: dict[Path, list] = {}   # run dir -> [fd, depth]: this process's locks (re-entrant)
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path | str):
+    """Hold ``<run_dir>/run.lock`` (creating the directory) for as long as the block runs.
+
+    A second process that asks for the same directory gets `RunDirInUse` at once, naming the holder's
+    pid; the lock dies with its process (``flock``), so a kill -9 leaves no stale lock. Re-entrant
+    within one process (``experiments/run.py`` takes it before writing ``run.json``, then the runner)."""
+    key = Path(run_dir).resolve()
+    if key in _held_locks:
+        _held_locks[key][1] += 1
+        try:
+            yield
+        finally:
+            _held_locks[key][1] -= 1
+        return
+    key.mkdir(parents=True, exist_ok=True)
+    fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise RunDirInUse(f"{run_dir} is in use by another run (pid {holder}); wait for it to end, or give "
+                          "this run its own directory (experiment_name=... or out_dir=...)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _held_locks[key] = [fd, 1]
+    try:
+        yield
+    finally:
+        del _held_locks[key]
+        os.close(fd)          # releases the flock
 
 
 class Retriever(Protocol):
@@ -131,9 +186,25 @@ def _repair_tail(path: Path) -> None:
         f.truncate(data.rfind(b"\n") + 1)
 
 
+def _is_record(rec: object) -> bool:
+    """A line of predictions.jsonl that a reader can use: a dict with a query id and a known status."""
+    return isinstance(rec, dict) and "query_id" in rec and rec.get("status") in STATUSES
+
+
 def load_predictions(run_dir: Path | str) -> dict[str, dict]:
-    """query-id key -> latest record in ``predictions.jsonl`` (unreadable lines are skipped)."""
-    return read_predictions(Path(run_dir) / PREDICTIONS)
+    """query-id key -> latest record in ``predictions.jsonl``.
+
+    A line that is not a record (torn by a kill, or valid JSON such as ``null`` or ``{"status": "ok"}``
+    that lacks a query id or a known status) is skipped with a warning; its query counts as missing,
+    so a resume computes it again."""
+    def skipped(path: Path, n: int, line: str) -> None:
+        log.warning("%s line %d is not a query record; skipped (its query is computed again): %.80s",
+                    path, n, line)
+
+    records = read_predictions(Path(run_dir) / PREDICTIONS, on_skip=skipped)
+    for k in [k for k, r in records.items() if not _is_record(r)]:
+        skipped(Path(run_dir) / PREDICTIONS, 0, json.dumps(records.pop(k)))
+    return records
 
 
 class _Running:
@@ -246,7 +317,7 @@ async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, c
             rec = _record(q, ranking, retrieval, t1 - t0, error, settings, cands)
             trajs = getattr(retrieval, "trajectories", None) if retrieval is not None else None
             if trajs:
-                _write_json_atomic(out / TRAJ_DIR / f"{q.id}.json", [t.to_json() for t in trajs])
+                write_json_atomic(out / TRAJ_DIR / f"{q.id}.json", [t.to_json() for t in trajs])
             pred_file.write(json.dumps(rec) + "\n")
             pred_file.flush()
             running.add(rec)
@@ -273,7 +344,7 @@ async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, c
     summary = summarize(out, queries, settings, cands)
     summary["this_run"] = {"computed": len(todo), "skipped": len(queries) - len(todo), "wall_s": wall,
                            "bookkeeping_s_per_query": overhead[0] / len(todo) if todo else 0.0}
-    _write_json_atomic(out / METRICS_FILE, summary)
+    write_json_atomic(out / METRICS_FILE, summary)
     if logger is not None:
         logger.log_final(summary, per_query_rows(out, queries, settings), out)
     return summary
@@ -416,7 +487,7 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
 def write_summary(run_dir: Path | str, queries: Sequence, settings: RunSettings, candidate_ids=None) -> dict:
     """`summarize` and write metrics.json (for merged or re-scored runs)."""
     summary = summarize(run_dir, queries, settings, candidate_ids)
-    _write_json_atomic(Path(run_dir) / METRICS_FILE, summary)
+    write_json_atomic(Path(run_dir) / METRICS_FILE, summary)
     return summary
 
 

@@ -4,19 +4,30 @@
     python experiments/run.py retriever=bm25 graph=prime split=test       # the BM25 baseline
     python experiments/run.py -m experiment=table1                        # the paper's Table 1 sweep
     python experiments/run.py graph=prime shard=0/4                       # a shard; merge with
-    python -m ark.runner merge results/runs/default/prime/ark-gpt-4.1-t20_n3-full
+    python -m ark.runner merge results/runs/default/prime/ark-gpt-4.1-t20_n3-full_test
     python experiments/run.py ablation=no_neighbors compare_to=RUN_DIR   # paired with another run
 
 `main` is a thin ``@hydra.main`` over `run(cfg)`, which tests call with a composed config. The run
-directory is ``results/runs/<experiment>/<graph>/<retriever>-<backbone>-<budget>-<ablation>/``;
-rerunning the same command resumes it (finished queries are skipped, failed ones retried, and the
-LLM cache answers the calls already made). The option files build their objects with ``_target_``:
-``conf/graph/*.yaml`` a graph source of `ark.sources` (STaRK, demo, tables), ``conf/retriever/*.yaml``
-the factories below (`build_ark`, `build_bm25`).
+directory is ``results/runs/<experiment>/<graph>/<run_name>_<split>[_limit<n>]/`` (``run_name``:
+``ark-<backbone>-<budget>-<ablation>`` or ``bm25``); rerunning the same command resumes it
+(finished queries are skipped, failed and degraded ones retried, and the LLM cache answers the calls
+already made). The option files build their objects with ``_target_``: ``conf/graph/*.yaml`` a graph
+source of `ark.sources` (STaRK, demo, tables), ``conf/retriever/*.yaml`` the factories below
+(`build_ark`, `build_bm25`).
+
+Before anything is read or written, `check_settings` checks every setting (one line per bad value,
+naming the valid choices). ``run.json`` records the run's identity (`run_identity`: every resolved
+setting that can change its records or summary, secrets redacted) and its fingerprint; a command
+whose identity differs is refused on that directory with one line naming the differing settings,
+and ``run.lock`` (`ark.runner.run_lock`) refuses a second writer while one is running. A Hydra sweep
+over a setting that is not in the directory name (e.g. ``seed=0,1``) therefore needs
+``experiment_name=...`` or ``out_dir=...`` per point.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
 import json
 import logging
@@ -121,55 +132,181 @@ _SCORING_KEYS = ("edges", "cut", "metrics_mode", "torchmetrics")
 _SCORING_DEFAULTS = {"edges": "stored", "cut": "top_first", "metrics_mode": "paper", "torchmetrics": None}
 
 
+def _one_line(e: BaseException) -> str:
+    """The innermost message of ``e`` (Hydra wraps a constructor's ValueError), on one line."""
+    while e.__cause__ is not None:
+        e = e.__cause__
+    return " ".join(str(e).split())
+
+
+def setting_problems(cfg: DictConfig) -> list[str]:
+    """Every bad setting of ``cfg``, one line each naming the value and the valid choices; empty when
+    all are valid. Reads no file and builds nothing heavier than the small config objects."""
+    from ark.metrics import MODES
+    from ark.stark import HUMAN_SPLIT, SPLITS
+
+    problems = []
+
+    def bad(key: str, want: str) -> None:
+        problems.append(f"bad setting {key}={OmegaConf.select(cfg, key)!r}: {want}")
+
+    def is_int(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    splits = (*SPLITS, HUMAN_SPLIT)
+    if cfg.split not in splits:
+        bad("split", f"choose one of {', '.join(splits)}")
+    if cfg.limit is not None and not (is_int(cfg.limit) and cfg.limit >= 0):
+        bad("limit", "use a whole number >= 0, or null for the whole split")
+    if cfg.get("shard") not in (None, ""):
+        try:
+            runner.parse_shard(str(cfg.shard))
+        except ValueError:
+            bad("shard", "use i/n with 0 <= i < n, e.g. shard=0/4")
+    for key, low in (("concurrency", 1), ("n_boot", 0), ("retriever.top", 1)):
+        v = OmegaConf.select(cfg, key)
+        if not (is_int(v) and v >= low):
+            bad(key, f"use a whole number >= {low}")
+    if not is_int(cfg.seed):
+        bad("seed", "use a whole number")
+    if cfg.metrics_mode not in MODES:
+        bad("metrics_mode", f"choose one of {', '.join(MODES)}")
+    for key in ("count_failed_as_miss", "progress"):
+        if not isinstance(OmegaConf.select(cfg, key), bool):
+            bad(key, "use true or false")
+    if cfg.retriever.name == "ark":  # the agent's own checks, before any graph is loaded
+        for key in ("backbone", "budget.agent", "ablation.tools"):
+            try:
+                instantiate(OmegaConf.select(cfg, key))
+            except Exception as e:  # noqa: BLE001 - reported as a setting problem
+                problems.append(f"bad setting in {key}: {_one_line(e)}")
+    return problems
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """Stop with one line per bad setting before anything is read, loaded or written."""
+    problems = setting_problems(cfg)
+    if problems:
+        raise SystemExit("\n".join(problems))
+
+
+# what cannot change a run's records or summary: where it writes, how fast, how it reaches the server
+NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progress", "concurrency",
+                "compare_to", "logger", "shard", "retriever.build", "backbone.base_url", "backbone.http",
+                "backbone.timeout_s", "backbone.max_retries", "backbone.backoff_base_s",
+                "backbone.backoff_max_s", "backbone.api_key_env", "backbone.endpoint_env",
+                "budget.agent.concurrency")
+ARK_ONLY = ("backbone", "budget", "ablation")
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: obj}
+
+
+def run_identity(cfg: DictConfig) -> dict[str, Any]:
+    """Every resolved setting that can change this run's records or summary, as ``{dotted key: value}``
+    (secrets redacted; the backbone, budget and toolset only where the retriever uses them).
+    Two commands with the same identity may share a run directory; others may not."""
+    job = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]), resolve=True)
+    flat = _flatten(redact(job))
+    if cfg.retriever.name == "ark":  # with the defaults the objects fill in (e.g. backbone.seed, agent.tie_break)
+        for key in ("backbone", "budget.agent", "ablation.tools"):
+            built = instantiate(OmegaConf.select(cfg, key))
+            if dataclasses.is_dataclass(built):
+                flat.update(_flatten(redact(dataclasses.asdict(built)), f"{key}."))
+    skip = NOT_IDENTITY + (ARK_ONLY if cfg.retriever.name != "ark" else ())
+    kept = {k: v for k, v in sorted(flat.items()) if not any(k == s or k.startswith(s + ".") for s in skip)}
+    return json.loads(json.dumps(kept, default=str))   # as run.json stores it (tuples become lists)
+
+
+def fingerprint(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def _check_same_run(out: Path, info: dict[str, Any]) -> None:
-    """Refuse to resume a directory that was made for a different graph/split/method."""
+    """Refuse to resume a directory made with other settings (compares `run_identity`)."""
     prev = out / "run.json"
     if not prev.exists():
         return
     old = json.loads(prev.read_text())
-    for key in ("graph", "split", "retriever", "backbone", "budget", "ablation", "agent_options", *_SCORING_KEYS):
-        if key == "agent_options" and key not in old:  # written before the options existed: all off
-            old[key] = "none" if old.get("retriever") == "ark" else None
-        if key in _SCORING_KEYS and key not in old:   # written before the key existed: the default then
-            old[key] = _SCORING_DEFAULTS[key]
-        if old.get(key) != info.get(key):
-            raise SystemExit(f"{out} holds a run with {key}={old.get(key)!r}, not {info.get(key)!r}; "
-                             "set experiment_name=... or out_dir=... for a new run")
+    if "identity" in old:
+        a, b = old["identity"], info["identity"]
+        diff = [k for k in sorted(set(a) | set(b)) if a.get(k, "<unset>") != b.get(k, "<unset>")]
+    else:  # a run.json written before identities were recorded
+        a, b = old, info
+        if "agent_options" not in a:  # written before the options existed: all off
+            a["agent_options"] = "none" if a.get("retriever") == "ark" else None
+        for key in _SCORING_KEYS:     # written before the key existed: the default then
+            a.setdefault(key, _SCORING_DEFAULTS[key])
+        diff = [k for k in ("graph", "split", "retriever", "backbone", "budget", "ablation", "agent_options",
+                            *_SCORING_KEYS) if a.get(k) != b.get(k)]
+    if diff:
+        shown = ", ".join(f"{k}={a.get(k, '<unset>')!r} there, {b.get(k, '<unset>')!r} now" for k in diff[:4])
+        more = f" (and {len(diff) - 4} more)" if len(diff) > 4 else ""
+        raise SystemExit(f"{out} holds a run made with other settings: {shown}{more}; rerun with its settings "
+                         "to resume it, or give this run its own directory (experiment_name=... or out_dir=...)")
 
 
 def run(cfg: DictConfig) -> dict:
-    """Run (or resume) one evaluation run described by a composed config; returns its summary."""
+    """Run (or resume) one evaluation run described by a composed config; returns its summary.
+
+    Order: every setting is checked, then the prerequisites, then the directory is claimed (lock)
+    and compared with the run it holds; only then is anything written or loaded."""
+    check_settings(cfg)
     info = run_info(cfg)
+    info["identity"] = run_identity(cfg)
+    info["fingerprint"] = fingerprint(info["identity"])
     out = run_dir(cfg)
     _check_same_run(Path(cfg.out_dir), info)
     source = instantiate(cfg.graph)
     check_prerequisites(cfg, source)
     reference = _reference_run(cfg)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = runner.run_lock(out)
+        lock.__enter__()
+    except runner.RunDirInUse as e:
+        raise SystemExit(str(e)) from None
+    try:
+        return _run_locked(cfg, info, out, source, reference)
+    finally:
+        lock.__exit__(None, None, None)
 
-    job_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
-    resolved = redact(OmegaConf.to_container(job_cfg, resolve=True))
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
-    (Path(cfg.out_dir) / "run.json").write_text(json.dumps(info, indent=1))
+
+def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, reference) -> dict:
+    _check_same_run(Path(cfg.out_dir), info)   # again: a writer may have finished while we waited
+    resolved = redact(OmegaConf.to_container(
+        OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]), resolve=True))
+    tmp = out / "config.yaml.tmp"
+    tmp.write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    os.replace(tmp, out / "config.yaml")
+    runner.write_json_atomic(Path(cfg.out_dir) / "run.json", info, indent=1)
 
     graph = source.graph()
     queries = runner.select_queries(source.queries().split(cfg.split), cfg.limit, cfg.get("shard"))
     retriever = instantiate(cfg.retriever.build)(graph=graph)
     logger = instantiate(cfg.logger)
+    extra = {k: v for k, v in info.items() if k != "identity"}
     settings = runner.RunSettings(
         out_dir=out, concurrency=cfg.concurrency, top=cfg.retriever.top,
         metrics_mode=cfg.metrics_mode, torchmetrics=str(cfg.torchmetrics), cut=cfg.cut,
         count_failed_as_miss=cfg.count_failed_as_miss, n_boot=cfg.n_boot,
-        seed=cfg.seed, progress=cfg.progress, extra={**info, "shard": cfg.get("shard"), "limit": cfg.limit},
+        seed=cfg.seed, progress=cfg.progress, extra={**extra, "shard": cfg.get("shard"), "limit": cfg.limit},
         external_id=graph.external_id if graph.has_external_ids else None)
     name = f"{info['graph']}/{info['run_name']}" + (f"/shard{cfg.shard}" if cfg.get("shard") else "")
     backbone = instantiate(cfg.backbone) if info["retriever"] == "ark" else None
-    logger.start(name, cfg.experiment_name, info, resolved)
+    logger.start(name, cfg.experiment_name, extra, resolved)
     try:
         with local_server_for(backbone):
             summary = runner.run_queries(retriever, queries, settings, graph.candidate_ids, logger)
         if reference is not None:
             _compare_with(out, reference, cfg, summary, logger)
+    except runner.RunStorageError as e:
+        raise SystemExit(str(e)) from None
     finally:
         logger.finish()
     _print_summary(out, summary)
@@ -235,9 +372,34 @@ def sweep_points(overrides: list[str] | tuple[str, ...] = ()) -> list[list[str]]
     return [base + [f"{k}={v}" for k, v in zip(keys, combo)] for combo in itertools.product(*grids)]
 
 
+def remove_unstarted(job_dir: Path, runs_root: Path) -> None:
+    """Remove the directory Hydra made for a job that stopped before its run began (it then holds at
+    most Hydra's run.log), and its parents while they are empty: up to ``runs_root`` included, and
+    further up to the working directory when ``runs_root`` lies inside it."""
+    job_dir, runs_root = Path(job_dir).resolve(), Path(runs_root).resolve()
+    if not job_dir.is_dir() or not {p.name for p in job_dir.iterdir()} <= {"run.log"}:
+        return
+    (job_dir / "run.log").unlink(missing_ok=True)
+    cwd = Path.cwd().resolve()
+    stop = cwd if cwd in runs_root.parents else runs_root.parent
+    d = job_dir
+    while d != stop and stop in d.parents:
+        try:
+            d.rmdir()
+        except OSError:
+            break
+        d = d.parent
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    run(cfg)
+    try:
+        run(cfg)
+    except SystemExit:
+        from hydra.core.hydra_config import HydraConfig
+
+        remove_unstarted(Path(HydraConfig.get().runtime.output_dir), Path(cfg.paths.runs))
+        raise
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def test_every_option_composes_and_instantiates(group, option):
         obj = instantiate(cfg[group])
         if group in ("graph", "backbone"):
             assert obj.name == cfg[group].name
-    assert cfg.out_dir.startswith(f"results/runs/default/{cfg.graph.name}/{cfg.retriever.run_name}")
+    assert cfg.out_dir == f"results/runs/default/{cfg.graph.name}/{cfg.retriever.run_name}_test"
 
 
 def test_ablation_toggles_reach_the_tool_config():
@@ -86,7 +86,7 @@ def test_every_experiment_and_sweep_point_composes(experiment):
             instantiate(cfg[group])
         instantiate(cfg.retriever.build)
         info = run_info(cfg)
-        assert Path(cfg.out_dir) == Path("results/runs") / experiment / info["graph"] / info["run_name"]
+        assert Path(cfg.out_dir) == Path("results/runs") / experiment / info["graph"] / f"{info['run_name']}_{info['split']}"
         dirs.add(cfg.out_dir)
     assert len(dirs) == len(grid) - (3 if experiment == "table1" else 0)   # BM25 twice per graph
     # shrunk: the same experiment on the demo graph with the local/scripted backbone

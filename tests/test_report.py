@@ -16,7 +16,7 @@ PAPER = REPO / "results" / "paper" / "table1.csv"
 
 
 def make_run(root: Path, graph: str, retriever: str, backbone=None, fail=(), n=20, split="test"):
-    name = "bm25-none-none-none" if retriever == "bm25" else f"ark-{backbone}-t20_n3-full"
+    name = "bm25" if retriever == "bm25" else f"ark-{backbone}-t20_n3-full"
     d = root / "table1" / graph / name
     info = {"experiment": "table1", "graph": graph, "retriever": retriever, "backbone": backbone,
             "budget": None if retriever == "bm25" else "t20_n3", "ablation": None if retriever == "bm25" else "full",
@@ -109,7 +109,7 @@ def test_shrunk_table1_on_demo_with_scripted_server(tmp_path, monkeypatch):
                               f"paths.llm_cache={tmp_path}/llm.sqlite", "--runs", str(runs), "--out", str(out)])
         assert rc == 0 and server.calls == 4 * 2                    # ARK: 4 queries x 2 steps, 1 agent
     run_dirs = sorted(p.name for p in (runs / "table1" / "demo").iterdir())
-    assert run_dirs == ["ark-scripted-t5_n1-full", "bm25-none-none-none"]
+    assert run_dirs == ["ark-scripted-t5_n1-full_test_limit4", "bm25_test_limit4"]
     ark = json.loads((runs / "table1" / "demo" / run_dirs[0] / "metrics.json").read_text())
     assert ark["complete"] and ark["n"] == 4
     md = (out / "table1.md").read_text()

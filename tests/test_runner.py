@@ -291,7 +291,7 @@ def test_run_resumes_without_repeating_llm_calls(tmp_path):
         cfg = compose(overrides)
         first = run(cfg)
         out = Path(cfg.out_dir)
-        assert out == tmp_path / "default" / "demo" / "ark-scripted-t5_n1-full"
+        assert out == tmp_path / "default" / "demo" / "ark-scripted-t5_n1-full_test_limit6"
         assert first["complete"] and first["n_ok"] == 6 and server.calls == 12     # 6 queries x 2 steps
         rec = next(iter(load_predictions(out).values()))
         assert len(rec["ranking"]) == 5 and rec["tool_counts"][0]["search_graph"] == 1
@@ -332,5 +332,134 @@ def test_cut_order_decides_whether_non_candidates_cost_slots(tmp_path, cut):
     with pytest.raises(ValueError, match="top_first, candidates_first"):
         settings(tmp_path, cut="sideways")
         # the same directory scored another way is refused: its stored numbers would be mixed
-        with pytest.raises(SystemExit, match="cut='top_first', not 'candidates_first'"):
+        with pytest.raises(SystemExit, match="cut='top_first' there, 'candidates_first' now"):
             run(compose([*overrides, "cut=candidates_first"]))
+
+
+def test_lines_that_are_not_records_are_skipped_and_recomputed(tmp_path, caplog):
+    qs = make_queries(6)
+    s = settings(tmp_path)
+    run_queries(TinyRetriever(), qs, s)
+    pred = s.out_dir / "predictions.jsonl"
+    lines = pred.read_text().splitlines()
+    keep = [ln for ln in lines if json.loads(ln)["query_id"] not in (2, 4)]
+    pred.write_text("\n".join(["null", *keep, '{"status": "ok"}', '[1, 2]', '{"query_id": 4, "status": 7}']) + "\n")
+    r = TinyRetriever()
+    with caplog.at_level("WARNING", logger="ark.runner"):
+        summary = run_queries(r, qs, s)
+    assert sorted(r.calls) == [2, 4] and summary["complete"] and summary["n_ok"] == 6
+    assert sum("is not a query record" in m for m in caplog.messages) >= 4
+
+
+# --- settings, run identity, one writer per directory (experiments/run.py) -----------------------
+def _entry(args: list[str], cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0"}
+    return subprocess.Popen([sys.executable, str(REPO / "experiments" / "run.py"), *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+BAD_SETTINGS = [  # (override, what the one line must say)
+    ("split=nosuch", "bad setting split='nosuch': choose one of train, val, test, test-0.1, human_generated_eval"),
+    ("split=tset", "bad setting split='tset': choose one of train, val, test"),
+    ("limit=-1", "bad setting limit=-1: use a whole number >= 0, or null for the whole split"),
+    ("limit=abc", "bad setting limit='abc': use a whole number >= 0"),
+    ("concurrency=0", "bad setting concurrency=0: use a whole number >= 1"),
+    ("shard=3/2", "bad setting shard='3/2': use i/n with 0 <= i < n"),
+    ("shard=abc", "bad setting shard='abc': use i/n with 0 <= i < n"),
+    ("budget.agent.t_max=0", "bad setting in budget.agent: t_max=0 must be >= 1"),
+    ("metrics_mode=exact", "bad setting metrics_mode='exact': choose one of paper, stark_qa"),
+]
+
+
+def test_bad_settings_stop_with_one_line_and_leave_no_directory(tmp_path):
+    procs = []
+    for i, (override, _) in enumerate(BAD_SETTINGS):
+        cwd = tmp_path / f"case{i}"
+        cwd.mkdir()
+        procs.append((cwd, _entry(["graph=demo", "backbone=scripted", f"paths.data={DEMO_ROOT}", override], cwd)))
+    for (cwd, proc), (override, message) in zip(procs, BAD_SETTINGS):
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 1, (override, err)
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, (override, err)
+        assert err.strip().startswith(message), (override, err)
+        assert list(cwd.iterdir()) == [], (override, list(cwd.rglob("*")))   # no directory left behind
+
+
+def test_corrected_command_runs_after_a_bad_one(tmp_path):
+    args = ["graph=demo", "retriever=bm25", "limit=3", f"paths.data={DEMO_ROOT}", "progress=false", "n_boot=50"]
+    bad = _entry([*args, "split=tset"], tmp_path)
+    assert bad.wait(timeout=300) == 1
+    good = _entry([*args, "split=test"], tmp_path)
+    out, err = good.communicate(timeout=300)
+    assert good.returncode == 0, err
+    run_dir = tmp_path / "results" / "runs" / "default" / "demo" / "bm25_test_limit3"
+    assert json.loads((run_dir / "metrics.json").read_text())["complete"]
+    assert json.loads((run_dir / "run.json").read_text())["split"] == "test"
+
+
+def _bm25_cfg(tmp_path, *extra):
+    from experiments.run import compose
+
+    return compose(["graph=demo", "retriever=bm25", "limit=3", f"paths.data={DEMO_ROOT}",
+                    f"paths.runs={tmp_path}", "progress=false", "n_boot=50", *extra])
+
+
+def test_run_identity_covers_every_setting_that_changes_results(tmp_path):
+    from experiments.run import run_identity
+
+    ark = run_identity(_bm25_cfg(tmp_path, "retriever=ark", "backbone=scripted"))
+    for key in ("split", "limit", "seed", "metrics_mode", "n_boot", "budget.search_k", "budget.neighbors_k",
+                "budget.agent.t_max", "backbone.temperature", "backbone.model", "backbone.seed",
+                "ablation.tools.neighbors", "retriever.top", "graph.name"):
+        assert key in ark, key
+    for key in ("concurrency", "progress", "paths.runs", "backbone.base_url", "backbone.timeout_s", "out_dir"):
+        assert key not in ark, key
+    bm25 = run_identity(_bm25_cfg(tmp_path))
+    assert not any(k.startswith(("backbone.", "budget.", "ablation.")) for k in bm25)
+
+
+def test_a_directory_holds_one_identity_and_one_writer(tmp_path):
+    from experiments.run import run
+
+    first = run(_bm25_cfg(tmp_path))
+    out = tmp_path / "default" / "demo" / "bm25_test_limit3"
+    assert first["complete"] and json.loads((out / "run.json").read_text())["fingerprint"]
+    assert run(_bm25_cfg(tmp_path, "concurrency=2"))["this_run"]["computed"] == 0    # same identity: resumes
+    # a setting outside the name that changes results: refused, naming it, nothing written
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    with pytest.raises(SystemExit, match=r"holds a run made with other settings: seed=0 there, 1 now"):
+        run(_bm25_cfg(tmp_path, "seed=1"))
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+    # a second writer while the first holds the directory
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from ark.runner import run_lock\n"
+                               f"with run_lock({str(out)!r}):\n print('held', flush=True); sys.stdin.read()"],
+                              cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(SystemExit, match=rf"is in use by another run \(pid {holder.pid}\)"):
+            run(_bm25_cfg(tmp_path))
+    finally:
+        holder.communicate("")
+    assert run(_bm25_cfg(tmp_path))["complete"]                                     # released
+
+
+def test_hydra_multirun_with_submitit_local_gives_each_point_its_directory(tmp_path):
+    """The real sweep: Hydra's multirun through hydra-submitit-launcher's local executor."""
+    from ark.sources import DemoSource
+
+    proc = _entry(["-m", "hydra/launcher=submitit_local", "graph=demo", "retriever=bm25", "split=test,val",
+                   "limit=5", f"paths.data={DEMO_ROOT}", f"paths.runs={tmp_path / 'runs'}", "progress=false",
+                   "n_boot=50"], tmp_path)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    demo = tmp_path / "runs" / "default" / "demo"
+    assert sorted(p.name for p in demo.iterdir()) == ["bm25_test_limit5", "bm25_val_limit5"]
+    queries = DemoSource(DEMO_ROOT).queries()
+    for split in ("test", "val"):
+        d = demo / f"bm25_{split}_limit5"
+        recs = [json.loads(line) for line in (d / "predictions.jsonl").read_text().splitlines()]
+        assert sorted(r["query_id"] for r in recs) == sorted(q.id for q in queries.split(split)[:5])
+        metrics, info = json.loads((d / "metrics.json").read_text()), json.loads((d / "run.json").read_text())
+        assert metrics["complete"] and metrics["n"] == 5
+        assert metrics["run"]["split"] == info["split"] == info["identity"]["split"] == split
+        assert metrics["run"]["limit"] == info["identity"]["limit"] == 5
