@@ -153,8 +153,15 @@ def setting_problems(cfg: DictConfig) -> list[str]:
     def is_int(v) -> bool:
         return isinstance(v, int) and not isinstance(v, bool)
 
-    splits = (*SPLITS, HUMAN_SPLIT)
-    if cfg.split not in splits:
+    try:
+        source = instantiate(cfg.graph)
+    except Exception as e:  # noqa: BLE001 - reported as a setting problem
+        problems.append(f"bad setting in graph: {_one_line(e)}")
+        source = None
+    from ark.sources import StarkSource
+
+    splits = (*SPLITS, HUMAN_SPLIT)   # STaRK's split names; other sources check theirs when queries load
+    if isinstance(source, StarkSource) and cfg.split not in splits:
         bad("split", f"choose one of {', '.join(splits)}")
     if cfg.limit is not None and not (is_int(cfg.limit) and cfg.limit >= 0):
         bad("limit", "use a whole number >= 0, or null for the whole split")

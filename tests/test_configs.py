@@ -127,5 +127,5 @@ def test_distillation_experiments_carry_the_papers_settings():
     t = dis.distill.train
     assert dis.distill.student.model == "Qwen/Qwen3-8B" and dis.distill.student.enable_thinking is False
     assert (t.epochs, t.max_length, t.learning_rate, t.lora_r, t.lora_alpha, t.lora_dropout) == (1, 16384, 1e-5, 32, 64, 0.1)
-    assert dis.distill.train_dirs == ["results/runs/collect-train/prime/ark-gpt-4.1-t20_n3-full"]
+    assert dis.distill.train_dirs == ["results/runs/collect-train/prime/ark-gpt-4.1-t20_n3-full_train"]
     assert col.out_dir == dis.distill.train_dirs[0]  # distill reads what collect writes
