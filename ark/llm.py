@@ -25,6 +25,9 @@ Errors raised by ``chat`` (all subclass ``LLMError``):
   connection errors after ``max_retries`` retries (exponential backoff with jitter, honouring
   ``Retry-After``), or at once for any other non-OK HTTP status (401, 404, 400 ...). The agent
   records it and ends the trajectory.
+- ``MalformedReplyError`` (a ``LLMTransportError``) — HTTP 200 with a body that is not a chat
+  completion (not JSON, no choices, a string for a message, a nameless tool call, finish_reason
+  "tool_calls" without any); retried like a 5xx, then raised.
 - ``ContextLengthError`` — the prompt exceeds the model's window (not retried). The agent
   shortens the oldest observations and retries once.
 
@@ -89,6 +92,12 @@ class LLMTransportError(LLMError):
         super().__init__(message)
         self.status_code = status_code
         self.attempts = attempts
+
+
+class MalformedReplyError(LLMTransportError):
+    """An HTTP 200 whose body is not a chat completion (no choices, a message that is not an object,
+    a tool call without a name, ...). Retried like a 5xx; after the retries it ends that agent's
+    trajectory like any transport error."""
 
 
 class ContextLengthError(LLMError):
@@ -415,21 +424,23 @@ class LLMClient:
                 reason, status, wait, cause = f"connection error: {e}", None, None, e
             else:
                 if 200 <= reply.status < 300:
-                    if not isinstance(reply.body, Mapping):
-                        raise LLMTransportError(f"{c.name}: invalid response: not a JSON object: "
-                                                f"{str(reply.body)[:200]!r}", attempts=attempt)
-                    return self._parse(reply.body, time.perf_counter() - start, attempt)
-                msg = _error_message(reply)
-                if _is_context_length(reply):
-                    raise ContextLengthError(f"{c.name}: HTTP {reply.status}: {msg}")
-                if reply.status not in RETRYABLE_STATUS:
-                    raise LLMTransportError(f"{c.name}: HTTP {reply.status}: {msg}",
-                                            status_code=reply.status, attempts=attempt)
-                reason, status, wait = f"HTTP {reply.status}: {msg}", reply.status, _retry_after_s(reply.headers)
-                cause = None
+                    try:
+                        return self._parse(reply.body, time.perf_counter() - start, attempt)
+                    except MalformedReplyError as e:
+                        reason, status, wait, cause = f"malformed reply: {e}", reply.status, None, e
+                else:
+                    msg = _error_message(reply)
+                    if _is_context_length(reply):
+                        raise ContextLengthError(f"{c.name}: HTTP {reply.status}: {msg}")
+                    if reply.status not in RETRYABLE_STATUS:
+                        raise LLMTransportError(f"{c.name}: HTTP {reply.status}: {msg}",
+                                                status_code=reply.status, attempts=attempt)
+                    reason, status, wait = f"HTTP {reply.status}: {msg}", reply.status, _retry_after_s(reply.headers)
+                    cause = None
             if attempt == attempts:
-                raise LLMTransportError(f"{c.name}: {reason} (gave up after {attempt} attempts)",
-                                        status_code=status, attempts=attempt) from cause
+                kind = MalformedReplyError if isinstance(cause, MalformedReplyError) else LLMTransportError
+                raise kind(f"{c.name}: {reason} (gave up after {attempt} attempts)",
+                           status_code=status, attempts=attempt) from cause
             backoff = min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1))
             delay = min(c.backoff_max_s, wait) if wait is not None else backoff * random.uniform(0.5, 1.0)
             self.stats.retries += 1
@@ -438,29 +449,50 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     def _parse(self, completion: Any, latency_s: float, attempts: int) -> ChatResponse:
-        """An OpenAI chat-completion JSON object -> ChatResponse."""
-        choices = completion.get("choices") if isinstance(completion, Mapping) else None
-        if not choices:
-            raise LLMTransportError(f"{self.config.name}: reply without choices", attempts=attempts)
+        """An OpenAI chat-completion JSON object -> ChatResponse; `MalformedReplyError` when the
+        body does not have that shape (the caller retries it like a 5xx)."""
+        def bad(what: str) -> MalformedReplyError:
+            return MalformedReplyError(f"{what}: {json.dumps(completion, default=str)[:200]}", attempts=attempts)
+
+        if not isinstance(completion, Mapping):
+            raise bad("not a JSON object")
+        choices = completion.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise bad("no choices")
         choice = choices[0]
-        msg = choice.get("message") or {}
+        if not isinstance(choice, Mapping):
+            raise bad("choice is not an object")
+        msg = choice.get("message")
+        if not isinstance(msg, Mapping):
+            raise bad("message is not an object")
+        content = msg.get("content")
+        if content is not None and not isinstance(content, str):
+            raise bad("message content is not a string")
+        raw_calls = msg.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise bad("tool_calls is not a list")
         calls = []
-        for i, tc in enumerate(msg.get("tool_calls") or []):
+        for i, tc in enumerate(raw_calls):
             fn = tc.get("function") if isinstance(tc, Mapping) else None
-            if not isinstance(fn, Mapping):
-                continue
+            if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+                raise bad(f"tool call {i} has no function name")
             args = fn.get("arguments")
             if args is not None and not isinstance(args, str):  # some servers send an object
                 args = json.dumps(args)
-            calls.append(ToolCall(id=tc.get("id") or f"call_{i}", name=fn.get("name") or "",
+            calls.append(ToolCall(id=tc.get("id") or f"call_{i}", name=fn["name"],
                                   arguments=args if args is not None else ""))
+        if choice.get("finish_reason") == "tool_calls" and not calls:
+            raise bad("finish_reason is tool_calls but the message has no tool call")
         usage = completion.get("usage") or {}
-        pt = int(usage.get("prompt_tokens") or 0)
-        ct = int(usage.get("completion_tokens") or 0)
+        try:
+            pt = int(usage.get("prompt_tokens") or 0)
+            ct = int(usage.get("completion_tokens") or 0)
+        except (AttributeError, TypeError, ValueError):
+            raise bad("usage is not token counts") from None
         return ChatResponse(
-            content=msg.get("content"), tool_calls=calls, prompt_tokens=pt, completion_tokens=ct,
+            content=content, tool_calls=calls, prompt_tokens=pt, completion_tokens=ct,
             latency_s=latency_s, cached=False, finish_reason=choice.get("finish_reason"),
-            model=completion.get("model") or self.config.model,
+            model=completion.get("model") if isinstance(completion.get("model"), str) else self.config.model,
             cost_usd=self.cost(pt, ct),
             attempts=attempts,
         )

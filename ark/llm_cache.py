@@ -10,6 +10,11 @@ Safe for several processes and threads at once: each (process, thread) opens its
 WAL lets readers run during a write, a busy timeout waits out other writers, and the first write
 of a key wins (``INSERT OR IGNORE``), so every reader of a key sees the same reply.
 
+A file that is not a readable SQLite database (header overwritten, cut short, replaced by text) is
+moved aside to ``<name>.corrupt-<UTC time>`` with a warning naming both files, and a fresh cache
+takes its place: the run goes on, and only the replies the lost file held are paid for again. A full
+disk while storing a reply raises ``OSError(ENOSPC)`` naming the file (the runner stops cleanly).
+
     cache = ResponseCache("data/cache/llm.sqlite")
     key = cache_key(model="gpt-4.1", messages=msgs, tools=tools, params={"temperature": 0},
                     agent_index=0)
@@ -19,13 +24,18 @@ of a key wins (``INSERT OR IGNORE``), so every reader of a key sees the same rep
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 KEY_VERSION = "ark-llm-cache-v1"  # bump to invalidate every key after a format change
 
@@ -69,30 +79,70 @@ class ResponseCache:
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():
             return conn
         # a connection must not cross a fork: open a fresh one per (process, thread)
-        conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(_SCHEMA)
+        try:
+            conn = self._open()
+        except sqlite3.DatabaseError as e:
+            if not _is_corrupt(e):
+                raise
+            self._move_aside(e)
+            conn = self._open()
         self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _move_aside(self, error: Exception) -> None:
+        """Rename the unreadable file (and its -wal/-shm) out of the way; a fresh cache replaces it."""
+        old = getattr(self._local, "conn", None)
+        if old is not None:
+            old.close()
+            self._local.conn = None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{os.getpid()}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(f"{self.path}{suffix}")
+            if src.exists():
+                os.replace(src, Path(f"{aside}{suffix}"))
+        log.warning("LLM cache %s is not a readable SQLite database (%s); moved it to %s and started a "
+                    "fresh cache (replies it held will be requested again; delete the moved file when "
+                    "you no longer need it)", self.path, error, aside)
+
+    def _run(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        """Execute on this thread's connection; a cache found corrupt mid-run is moved aside once."""
+        try:
+            return self._conn().execute(sql, args)
+        except sqlite3.DatabaseError as e:
+            if _is_full(e):
+                raise OSError(errno.ENOSPC, f"no space left to store an LLM reply in {self.path}") from e
+            if not _is_corrupt(e):
+                raise
+            self._move_aside(e)
+            return self._conn().execute(sql, args)
+
     def get(self, key: str) -> dict | None:
-        row = self._conn().execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        row = self._run("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, value: dict, model: str = "") -> None:
         """Store ``value`` under ``key`` unless the key exists already (first write wins)."""
         blob = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        self._conn().execute(
-            "INSERT OR IGNORE INTO responses (key, model, value) VALUES (?, ?, ?)", (key, model, blob)
-        )
+        self._run("INSERT OR IGNORE INTO responses (key, model, value) VALUES (?, ?, ?)", (key, model, blob))
 
     def __len__(self) -> int:
-        return self._conn().execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        return self._run("SELECT COUNT(*) FROM responses").fetchone()[0]
 
     def __contains__(self, key: str) -> bool:
-        return self._conn().execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone() is not None
+        return self._run("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone() is not None
 
     def close(self) -> None:
         """Close this thread's connection (others close when their threads/processes end)."""
@@ -110,3 +160,12 @@ class ResponseCache:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["path"], state["timeout_s"])
+
+
+def _is_corrupt(e: sqlite3.DatabaseError) -> bool:
+    msg = str(e).lower()
+    return "not a database" in msg or "malformed" in msg or "file is encrypted" in msg
+
+
+def _is_full(e: sqlite3.DatabaseError) -> bool:
+    return "disk is full" in str(e).lower()

@@ -46,6 +46,18 @@ Reply builders (all return a ``Reply``):
 - ``server_error(status=500)`` — HTTP 5xx with an OpenAI-style error body.
 - ``context_length_error()`` — HTTP 400 with OpenAI's ``context_length_exceeded`` body.
 - ``slow(reply, seconds)`` / ``Reply(delay_s=...)`` — wait before answering (client timeouts).
+- ``malformed(kind)`` — HTTP 200 whose body is not a chat completion (``MALFORMED`` lists the kinds:
+  a string for the message, no choices, text instead of JSON, a nameless tool call, finish_reason
+  "tool_calls" without any).
+- ``dropped()`` — the connection is closed without any reply.
+
+Fault injection: ``ScriptedServer(faults=FaultPlan(rate=0.1, seed=0))`` answers a seeded random share
+of requests with a fault (429 + Retry-After, 5xx, a hang past the client's timeout, a malformed body,
+a context-length error, a dropped connection) instead of their reply. ``server.outcomes[i]`` says
+what request i got ("ok", or the fault's kind; "error" for other scripted non-200 replies), so a test
+can count the successful replies it would have paid for. ``log_path=`` also appends one JSON line per
+request ({"n", "t" (time.time()), "outcome", "request" (SHA-256 of the request body)}) to a file, for
+a server run in a process of its own.
 
 ``ScriptedServer(latency_s=0.2)`` adds a fixed latency to every response (the agent benchmark).
 ``server.max_in_flight`` is the most chat requests the server held at once (concurrency is asserted
@@ -57,8 +69,10 @@ Every ``Reply`` may set ``prompt_tokens``/``completion_tokens`` (usage reported 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -66,9 +80,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable
 
 __all__ = [
+    "FAULT_KINDS",
+    "FaultPlan",
+    "MALFORMED",
     "Reply",
     "ScriptedServer",
     "context_length_error",
+    "dropped",
+    "malformed",
     "first_user_message",
     "rate_limited",
     "server_error",
@@ -95,6 +114,9 @@ class Reply:
     delay_s: float = 0.0  # wait before answering (on top of the server's latency_s)
     prompt_tokens: int = 10
     completion_tokens: int = 5
+    body: Any = None  # status 200: sent instead of a chat completion (bytes as they are, else as JSON)
+    drop: bool = False  # close the connection without replying
+    kind: str = ""  # what the server log calls this reply ("" : "ok" for 200, "error" otherwise)
 
 
 def tool_reply(*calls: tuple[str, dict | str], content: str | None = None, **kw: Any) -> Reply:
@@ -136,10 +158,64 @@ def context_length_error() -> Reply:
     )
 
 
+MALFORMED = {  # kind -> a 200 body that is not a chat completion
+    "string_message": {"choices": [{"index": 0, "message": "select 1", "finish_reason": "stop"}]},
+    "no_choices": {"id": "x", "object": "chat.completion", "choices": []},
+    "not_json": b"<html>502 Bad Gateway</html>",
+    "nameless_tool_call": {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                              "function": {"arguments": "{}"}}]}}]},
+    "tool_calls_without_calls": {"choices": [{"index": 0, "finish_reason": "tool_calls",
+                                              "message": {"role": "assistant", "content": None}}]},
+}
+
+
+def malformed(kind: str = "string_message") -> Reply:
+    """HTTP 200 with a body of the given ``MALFORMED`` kind."""
+    return Reply(body=MALFORMED[kind], kind="malformed")
+
+
+def dropped() -> Reply:
+    """Close the connection without answering."""
+    return Reply(drop=True, kind="drop")
+
+
 def slow(reply: Reply, seconds: float) -> Reply:
     """``reply``, answered after ``seconds`` (use a longer delay than the client timeout)."""
     reply.delay_s = seconds
     return reply
+
+
+FAULT_KINDS = ("rate_limit", "server_error", "hang", "malformed", "context_length", "drop")
+
+
+class FaultPlan:
+    """A seeded random fault for a ``rate`` share of requests (drawn in arrival order)."""
+
+    def __init__(self, rate: float = 0.1, seed: int = 0, kinds: Iterable[str] = FAULT_KINDS,
+                 retry_after_s: float = 0.05, hang_s: float = 2.0):
+        self.rate, self.kinds = rate, tuple(kinds)
+        unknown = set(self.kinds) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; valid: {FAULT_KINDS}")
+        self.retry_after_s, self.hang_s = retry_after_s, hang_s
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def draw(self) -> Reply | None:
+        with self._lock:
+            hit, kind = self._rng.random() < self.rate, self._rng.choice(self.kinds)
+            bad_body = self._rng.choice(sorted(MALFORMED))
+        if not hit:
+            return None
+        reply = {"rate_limit": lambda: rate_limited(self.retry_after_s),
+                 "server_error": lambda: server_error(503),
+                 "hang": lambda: slow(tool_reply(("finish", {})), self.hang_s),
+                 "malformed": lambda: malformed(bad_body),
+                 "context_length": context_length_error,
+                 "drop": dropped}[kind]()
+        reply.kind = kind
+        return reply
 
 
 def first_user_message(request: dict) -> str | None:
@@ -161,6 +237,8 @@ class ScriptedServer:
         conversations: dict[str, list[Reply]] | None = None,
         key_fn: Callable[[dict], str | None] = first_user_message,
         responder: Callable[[dict], Reply | None] | None = None,
+        faults: FaultPlan | None = None,
+        log_path: str | None = None,
         latency_s: float = 0.0,
         gate: int | None = None,
         gate_timeout_s: float = 30.0,
@@ -172,7 +250,10 @@ class ScriptedServer:
         self.conversations: dict[str, list[Reply]] = dict(conversations or {})
         self.key_fn = key_fn
         self.responder = responder
+        self.faults = faults
+        self.log_path = log_path
         self.latency_s = latency_s
+        self.outcomes: list[str] = []  # per request, arrival order: "ok" or what went wrong
         self.requests: list[dict] = []  # JSON bodies of chat requests, arrival order
         self.request_times: list[float] = []  # time.monotonic() at arrival, same order
         self.request_headers: list[dict[str, str]] = []  # lower-case names
@@ -251,6 +332,10 @@ class ScriptedServer:
             return len(self._script) - self._pos
 
     def _choose(self, request: dict) -> Reply | None:
+        if self.faults is not None:
+            fault = self.faults.draw()
+            if fault is not None:
+                return fault
         if self.responder is not None:
             r = self.responder(request)
             if r is not None:
@@ -268,7 +353,7 @@ class ScriptedServer:
         return None
 
     def _answer(self, request: dict, headers: dict[str, str],
-                path: str) -> tuple[int, dict[str, str], dict, float]:
+                path: str) -> tuple[int, dict[str, str], Any, float]:
         with self._lock:
             self.request_paths.append(path)
             self.calls += 1
@@ -276,15 +361,27 @@ class ScriptedServer:
             self.requests.append(request)
             self.request_times.append(time.monotonic())
             self.request_headers.append(headers)
+            self.outcomes.append("")
         reply = self._choose(request)
         if reply is None:
+            self.outcomes[n - 1] = "error"
             body = {"error": {"message": f"scripted server: no reply scripted for request #{n}",
                               "type": "invalid_request_error", "param": None, "code": None}}
             return 400, {}, body, self.latency_s
+        self.outcomes[n - 1] = reply.kind or ("ok" if reply.status == 200 else "error")
+        if self.log_path:
+            digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+            line = json.dumps({"n": n, "t": time.time(), "outcome": self.outcomes[n - 1], "request": digest})
+            with self._lock, open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
         delay = self.latency_s + reply.delay_s
+        if reply.drop:
+            return 0, {}, None, delay
         if reply.status != 200:
             body = reply.error_body or {"error": {"message": f"scripted HTTP {reply.status}"}}
             return reply.status, dict(reply.headers), body, delay
+        if reply.body is not None:
+            return 200, dict(reply.headers), reply.body, delay
         calls = [
             {"id": f"call_{next(self._ids)}", "type": "function",
              "function": {"name": name, "arguments": args}}
@@ -321,8 +418,8 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: object) -> None:  # keep test output clean
             pass
 
-        def _send(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(body).encode()
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -360,6 +457,9 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
         def _answer_post(self, request: dict) -> None:
             status, headers, body, delay = server._answer(request, {k.lower(): v for k, v in self.headers.items()}, self.path)
             if delay > 0 and server._stop.wait(delay):
+                self.close_connection = True
+                return
+            if status == 0:  # dropped: close without a word
                 self.close_connection = True
                 return
             self._send(status, body, headers)

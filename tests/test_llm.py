@@ -19,6 +19,7 @@ from ark.llm import (
     ContextLengthError,
     LLMClient,
     LLMTransportError,
+    MalformedReplyError,
     MissingCredentialsError,
     ToolCall,
 )
@@ -26,9 +27,12 @@ from ark.llm_cache import ResponseCache, cache_key
 from ark.pricing import PRICES, estimate_cost, lookup_price, resolve_price
 from ark.transport import TRANSPORTS, Route, env_proxy, make_transport
 from tests.scripted_server import (
+    MALFORMED,
     Reply,
     ScriptedServer,
     context_length_error,
+    dropped,
+    malformed,
     rate_limited,
     server_error,
     slow,
@@ -446,3 +450,53 @@ def test_env_proxy_and_route():
     assert Route("vllm", "http://h:8000/v1/", "EMPTY").url == "http://h:8000/v1/chat/completions"
     with pytest.raises(ValueError, match=r"'curl'.*\['aiohttp', 'openai'\]"):
         BackboneConfig(provider="vllm", base_url="http://x/v1", http="curl")
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_200_is_a_typed_retried_error(kind, http):
+    with ScriptedServer([malformed(kind), tool_reply(("finish", {}))]) as s:
+        client = LLMClient(cfg(s, http=http, max_retries=1))
+        resp = run(client.chat(MESSAGES, TOOLS))
+    assert s.calls == 2 and resp.attempts == 2 and resp.tool_calls[0].name == "finish"
+    with ScriptedServer([malformed(kind)] * 2) as s:
+        with pytest.raises(MalformedReplyError, match="malformed reply.*gave up after 2 attempts") as ei:
+            run(LLMClient(cfg(s, http=http, max_retries=1)).chat(MESSAGES, TOOLS))
+    assert isinstance(ei.value, LLMTransportError) and ei.value.status_code == 200 and s.calls == 2
+
+
+def test_dropped_connection_is_retried(http):
+    with ScriptedServer([dropped(), tool_reply(("finish", {}))]) as s:
+        resp = run(LLMClient(cfg(s, http=http, max_retries=1)).chat(MESSAGES, TOOLS))
+    assert resp.attempts == 2 and s.outcomes == ["drop", "ok"]
+
+
+def _overwrite_header(p):
+    with open(p, "r+b") as f:
+        f.write(b"this is no SQLite header at all.")
+
+
+def _cut_short(p):
+    with open(p, "r+b") as f:
+        f.truncate(f.seek(0, 2) // 2)
+
+
+def _replace_by_text(p):
+    p.write_text("not a database\n")
+
+
+@pytest.mark.parametrize("damage", [_overwrite_header, _cut_short, _replace_by_text])
+def test_corrupt_cache_is_moved_aside_with_a_warning(tmp_path, caplog, damage):
+    path = tmp_path / "llm.sqlite"
+    cache = ResponseCache(path)
+    for i in range(2000):
+        cache.put(f"k{i}", {"i": i, "pad": "x" * 100})
+    cache.close()
+    damage(path)
+    with caplog.at_level(logging.WARNING, logger="ark.llm_cache"):
+        fresh = ResponseCache(path)
+        fresh.put("new", {"ok": True})
+        assert fresh.get("new") == {"ok": True} and fresh.get("k1") is None and len(fresh) == 1
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("llm.sqlite.corrupt-")]
+    assert len(aside) == 1
+    warning = " ".join(caplog.messages)
+    assert str(path) in warning and str(aside[0]) in warning and "fresh cache" in warning
