@@ -14,12 +14,16 @@ Every reader of runs (``ark.report``, ``ark.attribution``, ``ark.compare``, ``ar
       config.yaml           the resolved Hydra config, secrets removed (experiments/run.py)
       predictions.jsonl     one JSON record per finished query, appended as it finishes; a query may
                             appear several times (a retried failure): the last line wins. Keys:
-                            query_id, query, status ("ok" | "failed"), error, gold, ranking (the scored
-                            list, cut to `top`), agent_rankings (each agent's selected list), metrics
-                            ({name: value}), agent_metrics, latency_s, prompt_tokens, completion_tokens,
+                            query_id, query, status ("ok" | "degraded": some agents failed | "failed"),
+                            error, gold, ranking (the scored list, cut to `top`), agent_rankings (each
+                            agent's selected list), agents (per agent: status, stop_reason, error,
+                            selected, steps), metrics ({name: value}; ok only), partial_metrics
+                            (degraded only), agent_metrics, latency_s, prompt_tokens, completion_tokens,
                             cost_usd, tool_counts (per agent {tool: calls}), trajectory_file
+                            (the runner's docstring, ark/runner.py, details each key and the scoring policy)
       trajectories/<qid>.json   the query's agents: a list of ``Trajectory.to_json()`` (ark/trajectory.py)
-      metrics.json          the summary: n, n_ok, n_failed, n_missing, complete, metrics
+      metrics.json          the summary: n, n_ok, n_degraded, n_failed, n_missing, complete, status
+                            ("complete" | "degraded" | "incomplete"), agents ({ok, failed}), metrics
                             ({name: {mean, ci_low, ci_high}}), tool calls and shares, latency, tokens, cost,
                             run (the identity again), attribution (ark.attribution's summary)
       per_query.csv         one row per selected query: status, metrics, tokens, tool calls
@@ -30,7 +34,7 @@ Every reader of runs (``ark.report``, ``ark.attribution``, ``ark.compare``, ``ar
 Records are read through tolerant accessors (`status`, `gold`, `ranking`, `agent_rankings`,
 `query_metrics`): keys added later are optional and missing ones fall back to what older runs wrote.
 
-    run = RunDir("results/runs/ablation/prime/ark-gpt-4.1-t20_n3-full")
+    run = RunDir("results/runs/ablation/prime/ark-gpt-4.1-t20_n3-full_test-0.1")
     run.info["ablation"], run.complete, run.metric_means()["hit@1"]
     for rec in run.records():
         trajs = run.trajectories(rec)          # list of dicts (Trajectory.to_json())
@@ -65,7 +69,7 @@ def key(query_id: Any) -> str:
 
 
 def status(rec: dict | None) -> str:
-    """"ok", "failed" (or any newer status the runner writes); "missing" for no record."""
+    """"ok", "degraded", "failed" (or any newer status the runner writes); "missing" for no record."""
     return "missing" if rec is None else str(rec.get("status", "ok"))
 
 

@@ -3,18 +3,47 @@
 A retriever is anything with ``async aretrieve(query: str, query_id) -> Retrieval`` (ARK's
 `ARKRetriever`, the `BM25Retriever` baseline, or a test's tiny stand-in). The runner
 
+* holds ``run.lock`` in the directory while it runs (`run_lock`): a second writer is refused at once;
 * runs queries concurrently under one limit (``concurrency``) with a tqdm bar showing running
   metrics, tokens and cost;
 * appends each finished query at once to ``predictions.jsonl`` (and its trajectories to
   ``trajectories/<query_id>.json``, written first, atomically), so a kill loses at most the queries
-  in flight;
-* on restart skips every query already recorded as ``ok`` and retries those recorded as ``failed``
-  (the LLM cache then answers the calls they had already made);
-* writes ``metrics.json`` (means + 95% bootstrap CIs, failures, tool-call shares, neighborhood-call
-  counts per trajectory, latency, tokens, cost, failure attribution), ``per_query.csv``,
-  ``trajectory_stats.csv`` and ``attribution.csv`` (`ark.attribution`; the files: `ark.rundir`).
-  While failed or missing queries remain the summary says ``"complete": false`` unless
-  ``count_failed_as_miss`` scores failures as misses.
+  in flight; a record is appended whole or not at all;
+* on restart skips every query recorded ``ok`` whose trajectory file is there, and computes again the
+  failed, degraded and missing ones and any ok one whose trajectory file is gone (the LLM cache then
+  answers the calls already made, so only the failed calls are paid for);
+* stops cleanly when the disk is full (`RunStorageError`, one message naming the directory): the
+  queries in flight are cancelled before the HTTP connections close, and every record written stays;
+* writes ``metrics.json`` (the summary below), ``per_query.csv``, ``trajectory_stats.csv`` and
+  ``attribution.csv`` (`ark.attribution`; the files are named and read in `ark.rundir`).
+
+Record format (one JSON object per line of ``predictions.jsonl``; the last line of a query id wins;
+a line that is not such an object is skipped with a warning and its query recomputed):
+
+    query_id, query, gold            the query and its gold node ids
+    status                           "ok" | "degraded" | "failed" (`STATUSES`)
+    error                            null, or why (for degraded: which agents failed and how)
+    ranking                          the fused ranking, cut to ``top`` (kept for degraded/failed too)
+    agent_rankings                   each agent's own ordered selections
+    agents                           per agent: {agent, status ("ok"|"failed"), stop_reason, error,
+                                     selected, steps}; an agent whose trajectory stopped with
+                                     stop_reason "error" failed, and its selections so far are kept
+    metrics                          scores of ``ranking`` (ok only; {} otherwise)
+    partial_metrics                  degraded only: scores of the fused list of the surviving agents
+    agent_metrics                    per agent: hit@5, recall@20 of its own list (ok and degraded)
+    latency_s, prompt_tokens, completion_tokens, cost_usd, tool_counts (per agent), trajectory_file
+
+Scoring policy: the headline metrics average the ``ok`` queries only. A query with a failed agent is
+"degraded" (its fused list comes from fewer than n agents, which is not the method being measured)
+and is retried by the next run like a failed one. The summary's ``status`` is "complete" (every
+query ok), "degraded" (nothing missing or failed, some degraded) or "incomplete"; ``complete`` is true
+only for "complete". ``count_failed_as_miss=true`` scores failed and degraded queries as all-zero
+misses and calls the run complete (the summary's ``note`` says how many).
+
+Summary (``metrics.json``): n, n_ok, n_degraded, n_failed, n_missing, complete, status, agents
+{ok, failed}, metrics {name: mean, ci_low, ci_high, n}, tool calls and shares, neighbor calls per
+trajectory, latency, tokens, cost, failed_queries, degraded_queries, run (the caller's ``extra``),
+this_run {computed, skipped, wall_s, bookkeeping_s_per_query, trajectories_rebuilt}, warning/note.
 
 Shards (``shard=(i, n)`` takes every n-th query from i) write their own run directories;
 ``merge(shard_dirs, out_dir, ...)`` joins them into one (CLI: ``python -m ark.runner merge OUT SHARD...``).
@@ -213,7 +242,7 @@ class _Running:
     def __init__(self, names: Sequence[str]):
         self.names = list(names)
         self.sums = dict.fromkeys(self.names, 0.0)
-        self.ok = self.failed = 0
+        self.ok = self.failed = self.degraded = 0
         self.prompt_tokens = self.completion_tokens = 0
         self.cost = 0.0
 
@@ -224,6 +253,7 @@ class _Running:
                 self.sums[n] += rec["metrics"].get(n, 0.0)
         else:
             self.failed += 1
+            self.degraded += rec["status"] == "degraded"
         self.prompt_tokens += rec.get("prompt_tokens", 0) or 0
         self.completion_tokens += rec.get("completion_tokens", 0) or 0
         self.cost += rec.get("cost_usd", 0.0) or 0.0
@@ -234,7 +264,7 @@ class _Running:
     def postfix(self) -> dict[str, str]:
         m = self.means()
         show = {n: f"{m[n]:.3f}" for n in ("hit@1", "recall@20", "mrr") if n in m}
-        show.update(fail=str(self.failed), tok=f"{self.prompt_tokens + self.completion_tokens:,}",
+        show.update(fail=str(self.failed - self.degraded), degr=str(self.degraded), tok=f"{self.prompt_tokens + self.completion_tokens:,}",
                     usd=f"{self.cost:.2f}")
         return show
 
@@ -243,22 +273,47 @@ def _score(ranking, gold, cands, metrics, settings: RunSettings) -> dict[str, fl
     return evaluate(ranking, gold, cands, metrics, settings.metrics_mode, torchmetrics=settings.torchmetrics)
 
 
+def _agent_entries(trajectories: list, agent_rankings: list[list[int]]) -> list[dict]:
+    """One entry per agent: status ("failed" when its trajectory stopped with ``stop_reason ==
+    "error"``), stop reason, error, its selections (kept also when it failed) and its step count."""
+    out = []
+    for i, t in enumerate(trajectories):
+        stop = getattr(t, "stop_reason", None)
+        selected = getattr(t, "selected", None)
+        if selected is None:
+            selected = agent_rankings[i] if i < len(agent_rankings) else []
+        out.append({"agent": int(getattr(t, "agent_index", i)), "status": "failed" if stop == "error" else "ok",
+                    "stop_reason": stop, "error": getattr(t, "error", None),
+                    "selected": [int(x) for x in selected], "steps": len(getattr(t, "steps", None) or [])})
+    return out
+
+
 def _record(query, rec_ranking, retrieval, wall_s: float, error: str | None, settings: RunSettings,
             cands: CandidateSet | None) -> dict:
+    """The query's line of predictions.jsonl (format in the module docstring)."""
     gold = [int(g) for g in query.answer_ids]
     qid = query.id
-    rec: dict[str, Any] = {"query_id": qid, "query": query.text, "status": "ok" if error is None else "failed",
+    rec: dict[str, Any] = {"query_id": qid, "query": query.text, "status": "failed" if error else "ok",
                            "error": error, "gold": gold}
     if retrieval is None:
-        rec.update(ranking=[], agent_rankings=[], metrics={}, latency_s=wall_s, prompt_tokens=0,
+        rec.update(ranking=[], agent_rankings=[], agents=[], metrics={}, latency_s=wall_s, prompt_tokens=0,
                    completion_tokens=0, cost_usd=0.0, tool_counts=[], trajectory_file=None)
         return rec
     trajectories = list(getattr(retrieval, "trajectories", None) or [])
+    agent_rankings = [[int(i) for i in r] for r in (getattr(retrieval, "agent_rankings", None) or [])]
+    agents = _agent_entries(trajectories, agent_rankings)
+    failed_agents = [a for a in agents if a["status"] == "failed"]
+    if error is None and failed_agents:
+        rec["status"] = "degraded" if len(failed_agents) < len(agents) else "failed"
+        rec["error"] = f"{len(failed_agents)} of {len(agents)} agents failed: " + " | ".join(
+            f"agent {a['agent']}: {a['error']}" for a in failed_agents)
     latency = getattr(retrieval, "latency_s", None)
+    scored = _score(rec_ranking, gold, cands, settings.metrics, settings) if rec["status"] != "failed" else {}
     rec.update(
         ranking=rec_ranking,
-        agent_rankings=[[int(i) for i in r] for r in (getattr(retrieval, "agent_rankings", None) or [])],
-        metrics=_score(rec_ranking, gold, cands, settings.metrics, settings) if error is None else {},
+        agent_rankings=agent_rankings,
+        agents=agents,
+        metrics=scored if rec["status"] == "ok" else {},
         latency_s=float(latency) if latency else wall_s,
         prompt_tokens=int(getattr(retrieval, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(retrieval, "completion_tokens", 0) or 0),
@@ -269,27 +324,84 @@ def _record(query, rec_ranking, retrieval, wall_s: float, error: str | None, set
     if settings.external_id is not None:  # the ids a person knows the nodes by (tables graphs)
         rec["ranking_external"] = [settings.external_id(i) for i in rec_ranking]
         rec["gold_external"] = [settings.external_id(g) for g in gold]
-    if error is None:  # each agent's own list, scored like the fused one, while the candidates are at hand
+    if rec["status"] == "degraded":
+        rec["partial_metrics"] = scored   # the fused list of fewer agents: kept, never averaged in
+    if rec["status"] != "failed":  # each agent's own list, scored like the fused one, while the candidates are at hand
         rec["agent_metrics"] = [
             _score(scored_list(r, settings.top, cands, settings.cut), gold, cands, AGENT_METRICS, settings)
             for r in rec["agent_rankings"]]
     return rec
 
 
+def is_storage_error(e: BaseException) -> bool:
+    """A write failed because the disk is full, over quota or read-only: the run cannot go on."""
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
+_write = os.write   # the one system call that appends records (a test fills the disk here)
+
+
+def _append(fd: int, data: bytes) -> None:
+    """Append ``data`` whole or not at all: a failed write (disk full) is cut off again, so the file
+    never ends in a partial record."""
+    start = os.lseek(fd, 0, os.SEEK_END)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[_write(fd, view):]
+    except BaseException:
+        os.ftruncate(fd, start)
+        raise
+
+
+def trajectory_intact(run_dir: Path, rec: dict) -> bool:
+    """A record's trajectory file (when it names one) exists and is not empty."""
+    tf = rec.get("trajectory_file")
+    if not tf:
+        return True
+    try:
+        return (Path(run_dir) / tf).stat().st_size > 0
+    except OSError:
+        return False
+
+
 async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, candidate_ids=None,
                logger=None) -> dict:
     """Run ``retriever`` over ``queries`` (objects with .id, .text, .answer_ids) into settings.out_dir.
 
-    Queries already recorded ``ok`` there are skipped; failed ones are retried. Returns the summary
-    written to metrics.json. ``candidate_ids``: the graph's STaRK candidates (None: every id).
+    Holds the directory's `run_lock` throughout. Queries already recorded ``ok`` there (with their
+    trajectory file) are skipped; failed, degraded and missing ones (or ok ones whose trajectory
+    file is gone) are computed again. Returns the summary written to metrics.json.
+    ``candidate_ids``: the graph's STaRK candidates (None: every id). A full disk stops the run with
+    `RunStorageError` after cancelling the queries in flight; every record already written stays.
     """
+    out = settings.out_dir
+    with run_lock(out):
+        try:
+            return await _arun(retriever, queries, settings, candidate_ids, logger)
+        except OSError as e:
+            if not is_storage_error(e) or isinstance(e, RunStorageError):
+                raise
+            saved = sum(r["status"] == "ok" for r in load_predictions(out).values())
+            raise RunStorageError(e.errno, f"cannot write to {out} ({os.strerror(e.errno)}: {e}); the run "
+                                  f"stopped with {saved} queries saved. Free some space and rerun the same "
+                                  "command to resume") from e
+
+
+async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, candidate_ids, logger) -> dict:
     from tqdm.auto import tqdm
 
     out = settings.out_dir
     (out / TRAJ_DIR).mkdir(parents=True, exist_ok=True)
     pred_path = out / PREDICTIONS
     _repair_tail(pred_path)
-    done = {k for k, r in load_predictions(out).items() if r.get("status") == "ok"}
+    records = load_predictions(out)
+    done = {k for k, r in records.items() if r["status"] == "ok"}
+    lost = sorted(k for k in done if not trajectory_intact(out, records[k]))
+    if lost:
+        log.warning("%s: %d finished queries lack their trajectory file (e.g. %s); computing them again "
+                    "(their LLM replies come from the cache)", out, len(lost), ", ".join(lost[:5]))
+        done -= set(lost)
     todo = [q for q in queries if _key(q.id) not in done]
     cands = as_candidates(candidate_ids)
     running = _Running(settings.metrics)
@@ -301,7 +413,8 @@ async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, c
     t_start = time.perf_counter()
     overhead = [0.0]
 
-    with open(pred_path, "a", encoding="utf-8") as pred_file:
+    fd = os.open(pred_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
         async def one(q) -> None:
             t0 = time.perf_counter()
             retrieval, error = None, None
@@ -311,6 +424,8 @@ async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, c
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # one query's failure is recorded; the run goes on
+                if is_storage_error(e):
+                    raise                   # ...unless the disk is full (the LLM cache's, say)
                 error = f"{type(e).__name__}: {e}"
             t1 = time.perf_counter()
             ranking = scored_list(getattr(retrieval, "ranking", None) or [], settings.top, cands, settings.cut)
@@ -318,8 +433,7 @@ async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, c
             trajs = getattr(retrieval, "trajectories", None) if retrieval is not None else None
             if trajs:
                 write_json_atomic(out / TRAJ_DIR / f"{q.id}.json", [t.to_json() for t in trajs])
-            pred_file.write(json.dumps(rec) + "\n")
-            pred_file.flush()
+            _append(fd, (json.dumps(rec) + "\n").encode("utf-8"))
             running.add(rec)
             bar.update(1)
             bar.set_postfix(running.postfix(), refresh=False)
@@ -338,12 +452,24 @@ async def arun(retriever: Retriever, queries: Sequence, settings: RunSettings, c
                     return
                 await one(q)
 
-        await asyncio.gather(*(worker() for _ in range(min(settings.concurrency, max(1, len(todo))))))
-    bar.close()
+        tasks = [asyncio.create_task(worker()) for _ in range(min(settings.concurrency, max(1, len(todo))))]
+        try:
+            finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in finished:
+                if t.exception() is not None:
+                    raise t.exception()
+        finally:  # a fatal error (disk full) or a cancel: stop the queries in flight before anything closes
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        os.close(fd)
+        bar.close()
     wall = time.perf_counter() - t_start
     summary = summarize(out, queries, settings, cands)
     summary["this_run"] = {"computed": len(todo), "skipped": len(queries) - len(todo), "wall_s": wall,
-                           "bookkeeping_s_per_query": overhead[0] / len(todo) if todo else 0.0}
+                           "bookkeeping_s_per_query": overhead[0] / len(todo) if todo else 0.0,
+                           "trajectories_rebuilt": len(lost)}
     write_json_atomic(out / METRICS_FILE, summary)
     if logger is not None:
         logger.log_final(summary, per_query_rows(out, queries, settings), out)
@@ -398,12 +524,16 @@ def per_query_rows(run_dir: Path | str, queries: Sequence, settings: RunSettings
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        if rows:
-            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-            w.writeheader()
-            w.writerows(rows)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            if rows:
+                w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+                w.writeheader()
+                w.writerows(rows)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _stats(values: Sequence[float]) -> dict[str, float]:
@@ -425,11 +555,14 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
     pairs = _scored_records(run_dir, queries, settings)
     ok = [r for _, r in pairs if r is not None and r["status"] == "ok"]
     failed = [r for _, r in pairs if r is not None and r["status"] == "failed"]
+    degraded = [r for _, r in pairs if r is not None and r["status"] == "degraded"]
     n_missing = sum(r is None for _, r in pairs)
     per_query = [r["metrics"] for r in ok]
     if settings.count_failed_as_miss:
-        per_query += [dict.fromkeys(settings.metrics, 0.0) for _ in failed]
-    complete = n_missing == 0 and (not failed or settings.count_failed_as_miss)
+        per_query += [dict.fromkeys(settings.metrics, 0.0) for _ in failed + degraded]
+    complete = n_missing == 0 and (not (failed or degraded) or settings.count_failed_as_miss)
+    state = "complete" if complete else ("degraded" if degraded and not failed and not n_missing else "incomplete")
+    agent_status = Counter(a.get("status", "ok") for r in ok + degraded + failed for a in r.get("agents", []))
 
     tool_totals: Counter = Counter()
     hist = {"success": Counter(), "failure": Counter()}
@@ -453,10 +586,12 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
                               "agent_recall@20": am["recall@20"],
                               f"fused_{SUCCESS_METRIC}": rec["metrics"].get(SUCCESS_METRIC, "")})
     total_calls = sum(tool_totals[t] for t in TOOLS)
-    attempted = ok + failed
+    attempted = ok + degraded + failed
     summary = {
-        "n": len(pairs), "n_ok": len(ok), "n_failed": len(failed), "n_missing": n_missing,
-        "complete": complete, "count_failed_as_miss": settings.count_failed_as_miss,
+        "n": len(pairs), "n_ok": len(ok), "n_degraded": len(degraded), "n_failed": len(failed),
+        "n_missing": n_missing, "complete": complete, "status": state,
+        "agents": {"ok": agent_status["ok"], "failed": agent_status["failed"]},
+        "count_failed_as_miss": settings.count_failed_as_miss,
         "metrics_mode": settings.metrics_mode, "top": settings.top, "cut": settings.cut,
         "torchmetrics": settings.torchmetrics if settings.metrics_mode == "stark_qa" else None,
         "n_boot": settings.n_boot,
@@ -470,13 +605,19 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
                    "completion": sum(r.get("completion_tokens", 0) for r in attempted)},
         "cost_usd": float(sum(r.get("cost_usd", 0.0) for r in attempted)),
         "failed_queries": [{"query_id": r["query_id"], "error": r.get("error")} for r in failed][:100],
+        "degraded_queries": [{"query_id": r["query_id"], "error": r.get("error")} for r in degraded][:100],
         "run": dict(settings.extra),
     }
     summary["tokens"]["total"] = summary["tokens"]["prompt"] + summary["tokens"]["completion"]
     if not complete:
-        summary["warning"] = (f"INCOMPLETE: {len(failed)} failed and {n_missing} missing of {len(pairs)} "
-                              "queries; rerun the same command to retry them, or set "
-                              "count_failed_as_miss=true to score failures as misses")
+        summary["warning"] = (f"{state.upper()}: {len(failed)} failed, {len(degraded)} degraded (some of their "
+                              f"agents failed) and {n_missing} missing of {len(pairs)} queries; the metrics "
+                              f"cover the {len(ok)} complete ones. Rerun the same command to retry them (the "
+                              "LLM cache answers every call already made), or set count_failed_as_miss=true "
+                              "to score them as misses")
+    elif degraded or failed:
+        summary["note"] = (f"{len(failed)} failed and {len(degraded)} degraded queries are scored as misses "
+                           "(count_failed_as_miss=true)")
     _write_csv(run_dir / PER_QUERY, per_query_rows(run_dir, queries, settings))
     _write_csv(run_dir / TRAJECTORY_STATS, traj_rows)
     if (run_dir / PREDICTIONS).exists():
@@ -498,7 +639,7 @@ def shard_dir(run_dir: Path | str, shard) -> Path:
 
 
 def merge_predictions(shard_dirs: Iterable[Path | str], out_dir: Path | str) -> int:
-    """Join shard run directories into ``out_dir``: predictions (latest per query, ok beats failed)
+    """Join shard run directories into ``out_dir``: predictions (latest per query; ok beats degraded beats failed)
     and trajectories (hard-linked when possible). Returns the number of queries merged."""
     out_dir = Path(out_dir)
     (out_dir / TRAJ_DIR).mkdir(parents=True, exist_ok=True)
@@ -509,8 +650,8 @@ def merge_predictions(shard_dirs: Iterable[Path | str], out_dir: Path | str) -> 
         if not (d / PREDICTIONS).exists():
             raise FileNotFoundError(f"no {PREDICTIONS} in shard directory {d}")
         for k, rec in load_predictions(d).items():
-            if k in merged and merged[k]["status"] == "ok" and rec["status"] != "ok":
-                continue
+            if k in merged and STATUSES.index(merged[k]["status"]) < STATUSES.index(rec["status"]):
+                continue   # ok beats degraded beats failed
             merged[k] = rec
             sources[k] = d
     for k, d in sources.items():
@@ -585,7 +726,8 @@ def main(argv: list[str] | None = None) -> None:
     if not shards:
         raise SystemExit(f"no shard directories given or found under {args.out_dir}/shards")
     summary = merge(shards, args.out_dir)
-    print(json.dumps({k: summary[k] for k in ("n", "n_ok", "n_failed", "n_missing", "complete")}))
+    print(json.dumps({k: summary[k] for k in ("n", "n_ok", "n_degraded", "n_failed", "n_missing", "complete",
+                                              "status")}))
     for name, v in summary["metrics"].items():
         print(f"{name:>10}: {v['mean']:.4f}  [{v['ci_low']:.4f}, {v['ci_high']:.4f}]")
 

@@ -129,6 +129,7 @@ def export(run_dir: Path, queries: Sequence, cfg: CollectConfig, gold: dict[str,
     summary = {
         "queries": len(queries),
         "queries_ok": sum(r["status"] == "ok" for r in recs),
+        "queries_degraded": sum(r["status"] == "degraded" for r in recs),   # some agents failed
         "queries_failed": sum(r["status"] == "failed" for r in recs),
         "queries_missing": len(queries) - len(recs),
         "trajectories": n_traj,

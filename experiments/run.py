@@ -346,8 +346,9 @@ def _compare_with(out: Path, reference: RunDir, cfg: DictConfig, summary: dict, 
 
 
 def _print_summary(out: Path, summary: dict) -> None:
-    state = "complete" if summary["complete"] else "INCOMPLETE"
-    print(f"{out}: {summary['n_ok']}/{summary['n']} ok, {summary['n_failed']} failed ({state}); "
+    state = summary["status"] if summary["complete"] else summary["status"].upper()
+    print(f"{out}: {summary['n_ok']}/{summary['n']} ok, {summary['n_degraded']} degraded, "
+          f"{summary['n_failed']} failed ({state}); "
           f"tokens {summary['tokens']['total']:,}, ${summary['cost_usd']:.2f}")
     for name, v in summary["metrics"].items():
         print(f"  {name:>10} {100 * v['mean']:6.2f}  [{100 * v['ci_low']:.2f}, {100 * v['ci_high']:.2f}]")

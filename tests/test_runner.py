@@ -463,3 +463,134 @@ def test_hydra_multirun_with_submitit_local_gives_each_point_its_directory(tmp_p
         assert metrics["complete"] and metrics["n"] == 5
         assert metrics["run"]["split"] == info["split"] == info["identity"]["split"] == split
         assert metrics["run"]["limit"] == info["identity"]["limit"] == 5
+
+
+# --- partial failures: one agent, a lost trajectory file, a full disk ----------------------------
+def search_select_then_finish(request: dict):
+    """Like search_select_finish, but select and finish are separate steps (0 search, 1 select, 2 finish)."""
+    from tests.scripted_server import tool_reply
+
+    step = sum(m["role"] == "assistant" for m in request["messages"])
+    if step == 1:
+        select, _finish = search_select_finish(request).tool_calls
+        return tool_reply(select)
+    return search_select_finish(request)
+
+
+def _ark_cfg(tmp_path, server, *extra):
+    from experiments.run import compose
+
+    return compose(["graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}", "limit=4",
+                    "budget=t5_n1", "budget.agent.n_agents=3", f"paths.data={DEMO_ROOT}",
+                    f"paths.runs={tmp_path}", f"paths.llm_cache={tmp_path}/llm.sqlite", "progress=false",
+                    "n_boot=50", *extra])
+
+
+def test_one_failed_agent_degrades_its_query_and_the_rerun_retries_only_it(tmp_path):
+    """Agent 1 of every query selects nodes, then its last call fails (HTTP 500, no retries left)."""
+    from experiments.run import run
+    from tests.scripted_server import ScriptedServer, server_error
+
+    broken = {"on": True}
+
+    def responder(request):
+        step = sum(m["role"] == "assistant" for m in request["messages"])
+        if broken["on"] and request["seed"] == 1 and step == 2:     # the backbone's seed + agent index
+            return server_error(500)
+        return search_select_then_finish(request)
+
+    with ScriptedServer(responder=responder) as server:
+        cfg = _ark_cfg(tmp_path, server)
+        first = run(cfg)
+        out = Path(cfg.out_dir)
+        assert first["n_degraded"] == 4 and first["n_ok"] == 0 and not first["complete"]
+        assert first["status"] == "degraded" and "DEGRADED" in first["warning"] and first["metrics"] == {}
+        assert first["agents"] == {"ok": 8, "failed": 4}
+        rec = load_predictions(out)[str(first["degraded_queries"][0]["query_id"])]
+        assert rec["status"] == "degraded" and "1 of 3 agents failed: agent 1: LLMTransportError" in rec["error"]
+        a1 = rec["agents"][1]
+        assert a1["status"] == "failed" and a1["stop_reason"] == "error" and "HTTP 500" in a1["error"]
+        assert a1["selected"] and a1["selected"] == rec["agent_rankings"][1] == rec["agents"][0]["selected"]
+        assert [a["status"] for a in rec["agents"]] == ["ok", "failed", "ok"]
+        assert rec["partial_metrics"] and rec["metrics"] == {}
+        traj = json.loads((out / rec["trajectory_file"]).read_text())
+        assert traj[1]["stop_reason"] == "error" and traj[1]["selected"] == a1["selected"]
+        paid = server.outcomes.count("ok")
+        assert paid == 4 * (3 + 3 + 2)                     # agents 0 and 2: three calls each; agent 1: two
+
+        broken["on"] = False                              # the rerun: only agent 1's last call is made
+        again = run(cfg)
+        assert again["complete"] and again["status"] == "complete" and again["n_ok"] == 4
+        assert server.outcomes.count("ok") == paid + 4
+        assert all(r["seed"] == 1 for r in server.requests[-4:])
+        rec = load_predictions(out)[str(rec["query_id"])]
+        assert rec["status"] == "ok" and rec["error"] is None and [a["status"] for a in rec["agents"]] == ["ok"] * 3
+
+
+def test_a_deleted_trajectory_file_is_rebuilt_from_the_cache(tmp_path, caplog):
+    from experiments.run import run
+    from tests.scripted_server import ScriptedServer
+
+    with ScriptedServer(responder=search_select_then_finish) as server:
+        cfg = _ark_cfg(tmp_path, server, "budget.agent.n_agents=1")
+        first = run(cfg)
+        out = Path(cfg.out_dir)
+        calls = server.calls
+        victim = next(iter(load_predictions(out).values()))
+        path = out / victim["trajectory_file"]
+        before = json.loads(path.read_text())
+        path.unlink()
+        with caplog.at_level("WARNING", logger="ark.runner"):
+            again = run(cfg)
+        assert "1 finished queries lack their trajectory file" in " ".join(caplog.messages)
+        assert again["this_run"]["computed"] == 1 and again["this_run"]["trajectories_rebuilt"] == 1
+        assert again["complete"] and again["metrics"] == first["metrics"]
+        assert server.calls == calls                                   # every reply came from the cache
+        after = json.loads(path.read_text())
+        assert [t["selected"] for t in after] == [t["selected"] for t in before]
+        assert [t["messages"] for t in after] == [t["messages"] for t in before]
+
+
+def test_a_full_disk_stops_the_run_cleanly_and_a_rerun_completes_it(tmp_path, monkeypatch):
+    import errno
+
+    events: list[str] = []
+
+    class Watched(TinyRetriever):
+        async def aretrieve(self, query, query_id=""):
+            events.append(f"start {query_id}")
+            try:
+                return await super().aretrieve(query, query_id)
+            except asyncio.CancelledError:
+                events.append(f"cancelled {query_id}")
+                raise
+
+        async def aclose(self):
+            events.append(f"closed with {self.in_flight} in flight")
+
+    writes = []
+
+    def filling_write(fd, data):
+        if len(writes) >= 7:
+            if not writes[-1].startswith(b"partial"):
+                writes.append(b"partial")
+                return os.write(fd, bytes(data[:10]))   # the disk takes a few bytes of the record...
+            raise OSError(errno.ENOSPC, "No space left on device")      # ...then is full
+        writes.append(bytes(data))
+        return os.write(fd, data)
+
+    monkeypatch.setattr(runner, "_write", filling_write)
+    qs = make_queries(40)
+    s = settings(tmp_path, concurrency=4)
+    with pytest.raises(runner.RunStorageError, match=rf"cannot write to {re.escape(str(s.out_dir))} \(No space left"
+                       r".*stopped with 7 queries saved\. Free some space and rerun"):
+        run_queries(Watched(delay=0.02), qs, s)
+    assert events[-1] == "closed with 0 in flight"                  # in-flight queries cancelled first
+    assert sum(e.startswith("cancelled") for e in events) >= 1
+    text = (s.out_dir / "predictions.jsonl").read_text()
+    assert text.endswith("\n") and len(text.splitlines()) == 7       # no partial record left behind
+    assert not list(s.out_dir.rglob("*.tmp"))
+    monkeypatch.setattr(runner, "_write", os.write)
+    r = TinyRetriever()
+    summary = run_queries(r, qs, s)
+    assert summary["complete"] and summary["n_ok"] == 40 and len(r.calls) == 33
