@@ -19,8 +19,10 @@ Options for small models (`AgentConfig`, all off by default, so the paper's loop
 Who handles what:
 - the model's mistakes (arguments that are not a JSON object, unknown tool, no tool call, ids never
   shown in an observation) become error observations fed back to the model, and count as steps;
-- transport failures are retried inside `ark.llm.LLMClient`; the `LLMTransportError` it raises after its
-  retries ends that trajectory with stop_reason "error" (R so far is kept) and the other agents go on;
+- transport failures and malformed replies (an HTTP 200 that is not a chat completion) are retried
+  inside `ark.llm.LLMClient`; the `LLMTransportError` (or `MalformedReplyError`) it raises after its
+  retries ends that trajectory with stop_reason "error" and its error, R so far kept; the other agents
+  go on, and `ark.runner` records that agent as failed and the query as "degraded" (retried next run);
 - `ContextLengthError`: the oldest observations are shortened and the call is retried once;
 - anything else is our bug and raises.
 
@@ -80,7 +82,9 @@ FINISH_TOOL = {
     },
 }
 
-NO_TOOL_CALL = "Error: your reply called no tool. Every reply must call at least one of: {names}. Call finish when you are done."
+NO_TOOL_CALL = "Error: your reply called no tool. Call one of these tools: {names}; call finish when your list is complete."
+JSON_TYPE = {"list": "an array", "str": "a string", "int": "a number", "float": "a number", "bool": "a boolean",
+             "NoneType": "null"}
 
 
 @dataclass
@@ -123,7 +127,7 @@ def _parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
     except json.JSONDecodeError as e:
         return None, f"not valid JSON ({e.msg} at position {e.pos})"
     if not isinstance(value, dict):
-        return None, f"expected a JSON object, got {type(value).__name__}"
+        return None, f"{JSON_TYPE.get(type(value).__name__, type(value).__name__)}, not a JSON object"
     return value, None
 
 
@@ -289,12 +293,14 @@ class Agent:
               ) -> tuple[str, list[int], str | None, bool, float]:
         """One tool call -> (observation, node ids shown, error, is_finish, tool seconds)."""
         if tc.name not in self.tool_names:
-            err = f"unknown tool {tc.name!r}; valid tools: {', '.join(self.tool_names)}"
-            return f"Error: {err}.", [], err, False, 0.0
+            err = f"unknown tool {tc.name!r}"
+            return (f"Error: there is no tool named {tc.name!r}. Call one of: {', '.join(self.tool_names)}.",
+                    [], err, False, 0.0)
         args, why = _parse_arguments(tc.arguments)
         if args is None:
             err = f"arguments are {why}"
-            return f"Error: the arguments of {tc.name} are {why}. Send a JSON object matching the tool's parameters.", [], err, False, 0.0
+            return (f"Error: the arguments of {tc.name} are {why}. Send one JSON object with the tool's "
+                    "parameters.", [], err, False, 0.0)
         if tc.name == FINISH:
             return f"Finished with {len(selected)} selected node(s).", [], None, True, 0.0
         if tc.name == SELECT:
@@ -315,8 +321,9 @@ class Agent:
         have been shown by a graph tool in this trajectory.
         """
         if "node_ids" not in args and "ids" not in args:
-            err = f"select needs 'node_ids' (a list of integers); got keys {sorted(args)}"
-            return f"Error: {err}.", [], err, False, 0.0
+            err = f"select needs 'node_ids', a list of node ids; it got the keys {sorted(args)}"
+            return (f"Error: {err}. Call select with, for example, {{\"node_ids\": [12, 7]}}.",
+                    [], err, False, 0.0)
         ids, bad = _as_node_ids(args.get("node_ids", args.get("ids")))
         added = [i for i in dict.fromkeys(ids) if i in seen and i not in chosen]
         dupes = [i for i in dict.fromkeys(ids) if i in chosen]
@@ -330,9 +337,10 @@ class Agent:
         if unseen:
             errs.append(f"ids {unseen} were not shown in any observation of this run")
         if bad:
-            errs.append(f"values {bad} are not node ids (integers)")
+            errs.append(f"{bad} are not node ids (node ids are integers)")
         if errs:
-            parts.append("Error: " + "; ".join(errs) + ". Select only ids returned by search_graph or explore_neighbors.")
+            parts.append("Error: " + "; ".join(errs) + ". Select only ids that search_graph or explore_neighbors "
+                         "returned.")
         parts.append(f"Your list now has {len(selected)} node(s).")
         return " ".join(parts), [], "; ".join(errs) or None, False, 0.0
 

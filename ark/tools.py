@@ -122,7 +122,7 @@ class ToolInputError(ValueError):
 # ------------------------------------------------------------------------------ argument coercion
 def _as_int(name: str, value) -> int:
     if isinstance(value, (bool, np.bool_)):
-        raise ToolInputError(f"{name} must be an integer, got {json.dumps(value)}")
+        raise ToolInputError(f"{name} must be an integer, not {json.dumps(value)}; send a number such as 3")
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, float) and value.is_integer():
@@ -138,7 +138,7 @@ def _as_int(name: str, value) -> int:
                 f = None
             if f is not None and f.is_integer():
                 return int(f)
-    raise ToolInputError(f"{name} must be an integer, got {_show(value)}")
+    raise ToolInputError(f"{name} must be an integer, not {_show(value)}; send a number such as 3")
 
 
 def _show(value, limit: int = 80) -> str:
@@ -156,7 +156,8 @@ def _resolve_names(arg: str, value, valid: Sequence[str], kind: str) -> list[str
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
-        raise ToolInputError(f"{arg} must be a list of {kind} names, got {_show(value)}")
+        raise ToolInputError(f"{arg} must be a list of {kind} names, not {_show(value)}; "
+                             f"send for example [{_show(valid[0]) if valid else ''}]")
     if not value:
         return None
     folded = {v.strip().lower(): v for v in valid}
@@ -168,8 +169,8 @@ def _resolve_names(arg: str, value, valid: Sequence[str], kind: str) -> list[str
         elif name not in out:
             out.append(name)
     if bad:
-        raise ToolInputError(f"unknown {kind} {', '.join(map(_show, bad))} in {arg}; "
-                             f"valid {kind}s: {', '.join(map(_show, valid))}")
+        raise ToolInputError(f"{arg} names the unknown {kind} {', '.join(map(_show, bad))}; "
+                             f"use only these {kind}s: {', '.join(map(_show, valid))}")
     return out
 
 
@@ -189,12 +190,12 @@ def _clamp_k(value, default: int, cap: int, notes: list[str]) -> int:
 def _as_query(value, required: bool) -> str | None:
     if value is None:
         if required:
-            raise ToolInputError("query is required: a few keywords to search for")
+            raise ToolInputError("query is missing; send a few keywords to search for")
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
-        raise ToolInputError(f"query must be a string, got {_show(value)}")
+        raise ToolInputError(f"query must be a string of keywords, not {_show(value)}")
     return value
 
 
@@ -294,10 +295,11 @@ class ToolSet:
         try:
             spec = self.specs.get(name) if isinstance(name, str) else None
             if spec is None:
-                raise ToolInputError(f"unknown tool {_show(name)}; available tools: {', '.join(self.specs)}")
+                raise ToolInputError(f"there is no tool named {_show(name)}; call one of: {', '.join(self.specs)}")
             return self._handlers[name](self._parse(spec, arguments))
         except ToolInputError as e:
-            return ToolResult(f"Error: {e}", [], str(e))
+            sentence = str(e).rstrip(".") + "."
+            return ToolResult(f"Error: {sentence}", [], sentence)
 
     @staticmethod
     def _parse(spec: ToolSpec, arguments) -> dict:
@@ -310,28 +312,29 @@ class ToolSet:
             try:
                 arguments = json.loads(text) if text else {}
             except json.JSONDecodeError as e:
-                raise ToolInputError(f"arguments of {spec.name} are not valid JSON ({e.msg} at char {e.pos}): "
-                                     f"{_show(text)}") from None
+                raise ToolInputError(f"the arguments of {spec.name} are not valid JSON ({e.msg} at character "
+                                     f"{e.pos}); send one JSON object with the keys "
+                                     f"{', '.join(p.name for p in spec.params)}. You sent {_show(text)}") from None
         valid = [p.name for p in spec.params]
         if not isinstance(arguments, dict):
-            raise ToolInputError(f"arguments of {spec.name} must be a JSON object with keys "
-                                 f"{', '.join(valid)}; got {_show(arguments)}")
+            raise ToolInputError(f"the arguments of {spec.name} must be one JSON object with the keys "
+                                 f"{', '.join(valid)}, not {_show(arguments)}")
         unknown = [k for k in arguments if k not in valid]
         if unknown:
-            raise ToolInputError(f"unknown argument {', '.join(map(_show, unknown))} for {spec.name}; "
-                                 f"valid arguments: {', '.join(valid)}")
+            raise ToolInputError(f"{spec.name} has no argument {', '.join(map(_show, unknown))}; "
+                                 f"its arguments are: {', '.join(valid)}")
         missing = [p.name for p in spec.params if p.required and arguments.get(p.name) is None]
         if missing:
-            raise ToolInputError(f"missing required argument {', '.join(missing)} for {spec.name}; "
-                                 f"valid arguments: {', '.join(valid)}")
+            raise ToolInputError(f"{spec.name} needs the argument {', '.join(missing)}; "
+                                 f"its arguments are: {', '.join(valid)}")
         return arguments
 
     # ------------------------------------------------------------------ helpers
     def _node_id(self, value) -> int:
         v = _as_int("node_id", value)
         if not 0 <= v < self.graph.num_nodes:
-            raise ToolInputError(f"node_id {v} does not exist; node ids run from 0 to {self.graph.num_nodes - 1} "
-                                 "(use ids shown in earlier results)")
+            raise ToolInputError(f"node_id {v} does not exist; use an id shown in an earlier result "
+                                 f"(ids run from 0 to {self.graph.num_nodes - 1})")
         return v
 
     def _type_mask(self, types: list[str]) -> np.ndarray:
@@ -360,7 +363,7 @@ class ToolSet:
         k = _clamp_k(args.get("k"), c.search_k, c.search_k_max, notes)
         types = _resolve_names("node_types", args.get("node_types"), self.graph.node_type_names, "node type")
         if not self._searchable(query):
-            raise ToolInputError(f"query {_show(query)} has no searchable words (empty or only stopwords); "
+            raise ToolInputError(f"query {_show(query)} has no searchable words (it is empty or only stopwords); "
                                  "use content words such as names or key terms")
         mask = self._type_mask(types) if types else None
         ids, scores, total = self.index.search_with_total(query, k, mask)

@@ -122,12 +122,22 @@ def test_malformed_arguments_become_error_observation(graph, toolset):
     assert traj.messages[3]["role"] == "tool" and traj.messages[3]["content"] == traj.steps[0].observations[0]
 
 
+def test_arguments_that_are_not_an_object_are_named_in_plain_english(graph, toolset):
+    script = [tool_reply((SELECT, "[1, 2]"), (SELECT, '"7"')), tool_reply((FINISH, {}))]
+    with ScriptedServer(script) as server:
+        traj = run(server, graph, toolset).trajectories[0]
+    assert traj.steps[0].observations == [
+        "Error: the arguments of select are an array, not a JSON object. Send one JSON object with the "
+        "tool's parameters.",
+        "Error: the arguments of select are a string, not a JSON object. Send one JSON object with the "
+        "tool's parameters."]
+
+
 def test_unknown_tool(graph, toolset):
     with ScriptedServer([tool_reply(("delete_node", {"node_id": 1})), tool_reply((FINISH, {}))]) as server:
         traj = run(server, graph, toolset).trajectories[0]
     obs = traj.steps[0].observations[0]
-    assert "unknown tool 'delete_node'" in obs
-    assert "search_graph, explore_neighbors, select, finish" in obs
+    assert obs == "Error: there is no tool named 'delete_node'. Call one of: search_graph, explore_neighbors, select, finish."
     assert traj.steps[0].error.startswith("delete_node: unknown tool") and len(traj.steps) == 2
 
 

@@ -212,10 +212,10 @@ def test_schema_enums_come_from_the_graph(tools):
 
 def test_ablated_parameters_and_tools_are_rejected(graph, index):
     t = ToolSet(graph, index, ToolConfig(neighbor_query=False, type_filter=False))
-    assert "valid arguments: node_id, k" in err(t.call(NEIGHBORS, {"node_id": 0, "query": "heart"}))
-    assert "unknown argument" in err(t.call(NEIGHBORS, {"node_id": 0, "relations": ["target"]}))
+    assert "its arguments are: node_id, k" in err(t.call(NEIGHBORS, {"node_id": 0, "query": "heart"}))
+    assert "has no argument \"relations\"" in err(t.call(NEIGHBORS, {"node_id": 0, "relations": ["target"]}))
     t = ToolSet(graph, index, ToolConfig(neighbors=False))
-    assert "available tools: search_graph" in err(t.call(NEIGHBORS, {"node_id": 0}))
+    assert "call one of: search_graph" in err(t.call(NEIGHBORS, {"node_id": 0}))
 
 
 # ------------------------------------------------------------------------------ bad input
@@ -226,26 +226,27 @@ def test_node_id_as_string_works(tools):
 
 
 @pytest.mark.parametrize("name, args, expected", [
-    (NEIGHBORS, {"node_id": "abc"}, 'node_id must be an integer, got "abc"'),
+    (NEIGHBORS, {"node_id": "abc"}, 'node_id must be an integer, not "abc"; send a number such as 3'),
     (NEIGHBORS, {"node_id": True}, "node_id must be an integer"),
-    (NEIGHBORS, {"node_id": 12}, "node_id 12 does not exist; node ids run from 0 to 11"),
+    (NEIGHBORS, {"node_id": 12}, "node_id 12 does not exist; use an id shown in an earlier result (ids run from 0 to 11)"),
     (NEIGHBORS, {"node_id": -1}, "node_id -1 does not exist"),
     (NEIGHBORS, {"node_id": 0, "node_types": ["planet"]},
-     "unknown node type \"planet\" in node_types; valid node types: \"disease\", \"gene/protein\", \"drug\", "
-     "\"effect/phenotype\""),
-    (NEIGHBORS, {"node_id": 0, "relations": ["likes"]}, 'valid relations: "associated with", "indication"'),
+     "node_types names the unknown node type \"planet\"; use only these node types: \"disease\", "
+     "\"gene/protein\", \"drug\", \"effect/phenotype\""),
+    (NEIGHBORS, {"node_id": 0, "relations": ["likes"]}, 'use only these relations: "associated with", "indication"'),
     (NEIGHBORS, {"node_id": 0, "relations": 5}, "relations must be a list of relation names"),
-    (NEIGHBORS, {"node": 0}, "unknown argument \"node\" for explore_neighbors; valid arguments: node_id, query"),
-    (NEIGHBORS, {}, "missing required argument node_id"),
-    (NEIGHBORS, {"node_id": 0, "k": "many"}, 'k must be an integer, got "many"'),
+    (NEIGHBORS, {"node": 0}, "explore_neighbors has no argument \"node\"; its arguments are: node_id, query"),
+    (NEIGHBORS, {}, "explore_neighbors needs the argument node_id; its arguments are"),
+    (NEIGHBORS, {"node_id": 0, "k": "many"}, 'k must be an integer, not "many"'),
     (SEARCH, {"query": ""}, "has no searchable words"),
     (SEARCH, {"query": "the and of"}, "has no searchable words"),
-    (SEARCH, {"query": ["heart"]}, "query must be a string"),
-    (SEARCH, {"q": "heart"}, "valid arguments: query, k, node_types"),
-    (SEARCH, {"query": "heart", "node_types": ["tissue"]}, "valid node types"),
-    (SEARCH, '{"query": "heart"', "arguments of search_graph are not valid JSON"),
-    (SEARCH, "[1, 2]", "must be a JSON object with keys query, k, node_types"),
-    ("find", {"query": "heart"}, "unknown tool \"find\"; available tools: search_graph, explore_neighbors"),
+    (SEARCH, {"query": ["heart"]}, "query must be a string of keywords"),
+    (SEARCH, {"q": "heart"}, "its arguments are: query, k, node_types"),
+    (SEARCH, {"query": "heart", "node_types": ["tissue"]}, "use only these node types"),
+    (SEARCH, '{"query": "heart"', "the arguments of search_graph are not valid JSON (Expecting ',' delimiter "
+                                  "at character 17); send one JSON object with the keys query, k, node_types"),
+    (SEARCH, "[1, 2]", "must be one JSON object with the keys query, k, node_types, not [1, 2]"),
+    ("find", {"query": "heart"}, "there is no tool named \"find\"; call one of: search_graph, explore_neighbors"),
 ])
 def test_bad_input_gives_error_observation(tools, name, args, expected):
     assert expected in err(tools.call(name, args))
