@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export WANDB_MODE ?= offline
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install install-local install-distill demo test test-integration test-comparison \
+.PHONY: help install install-local install-distill demo test test-integration test-comparison test-chaos \
         test-distill test-all table1 reproduce-table1 table1-demo figures viewer bench bench-graph \
         bench-tools bench-agent bench-runner bench-attribution bench-tables clean
 
@@ -64,6 +64,10 @@ test: $(VENV)/.core ## fast offline test tier
 	$(PY) -m pytest -q
 
 # --- further test tiers (run by .ci/run) -------------------------------------------------------
+test-chaos: $(VENV)/.core ## 200 queries x 3 agents against injected faults, kill -9 and a full disk (a few minutes)
+	$(PY) -m ark build --graph demo
+	$(PY) -m pytest -q -m chaos tests/chaos
+
 test-integration: $(VENV)/.local ## the real local LLM (SmolLM2 via llama.cpp)
 	$(PY) -m pytest -q -m integration tests/integration
 
@@ -74,7 +78,7 @@ test-comparison: ## against stark-qa's own code, in its own environment (.venv-c
 	bash tests/comparison/make_env.sh
 	.venv-compare/bin/python -m pytest -q -m comparison tests/comparison
 
-test-all: test test-integration test-distill test-comparison
+test-all: test test-chaos test-integration test-distill test-comparison
 
 clean:
 	rm -rf $(VENV) .venv-compare data/cache

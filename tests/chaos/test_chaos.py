@@ -1,0 +1,248 @@
+"""Chaos tier (`make test-chaos`): 200 demo queries x 3 real ARK agents against the scripted
+OpenAI-compatible server while it injects faults into about 10% of calls (429 + Retry-After, 503, a
+hang past the client's timeout, a malformed 200 body, a context-length error, a dropped connection).
+
+Each run is rerun until it says complete; it must then equal a fault-free run of the same queries
+(predictions, metrics and trajectories, timings and call ids aside), and the server's log must show no
+successful reply paid for twice. Two siblings add a kill -9 at a random moment and a disk that fills
+up (a real tmpfs when this process may mount one, else a simulated ENOSPC), where only the calls in
+flight at the kill or at the full disk may be paid again. The server runs in a process of its own (so
+its threads do not compete with the client for the GIL) and logs every request it answers to a file.
+
+    PYTHONPATH=$PWD .venv/bin/python -m pytest -q -m chaos tests/chaos
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import multiprocessing as mp
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ark import runner
+from tests.scripted_server import FAULT_KINDS
+from tests.test_runner import DEMO_ROOT, REPO, search_select_finish
+
+pytestmark = pytest.mark.chaos
+
+N_QUERIES, N_AGENTS = 200, 3
+AGENT_SLOTS = 96                    # LLM calls in flight at most (the agents' shared semaphore)
+TIMEOUT_S, HANG_S = 10.0, 20.0      # client timeout per attempt (generous: the machine may be busy); a hang
+VOLATILE = {"latency_s", "llm_latency_s", "tool_latency_s", "overhead_s", "wall_s", "cached", "attempts",
+            "id", "tool_call_id"}   # timings, cache flags and the server's call ids differ between runs
+
+
+def queries():
+    from ark.sources import DemoSource
+
+    qs = DemoSource(DEMO_ROOT).queries()
+    return [q for s in ("train", "val", "test") for q in qs.split(s)][:N_QUERIES]
+
+
+def make_retriever(base_url: str, cache: Path):
+    from ark.agent import AgentConfig
+    from ark.llm import BackboneConfig
+    from ark.sources import DemoSource
+    from ark.tools import ToolConfig
+    from experiments.run import build_ark
+
+    graph = DemoSource(DEMO_ROOT).graph()
+    backbone = BackboneConfig(name="scripted", model="scripted", provider="vllm", base_url=base_url,
+                              max_retries=2, timeout_s=TIMEOUT_S, backoff_base_s=0.01, backoff_max_s=0.05)
+    # nothing is ever long enough to shorten: a context-length error ends the agent (degraded query)
+    agent = AgentConfig(t_max=5, n_agents=N_AGENTS, concurrency=AGENT_SLOTS, shorten_chars=10**9)
+    retriever = build_ark(graph, backbone, agent, ToolConfig(), llm_cache=str(cache),
+                          index_cache=str(DEMO_ROOT / "cache" / "demo"))
+    # compile the BM25 kernels now: a first call inside the run would block the event loop for seconds
+    # while replies wait unread, and turn them into client timeouts
+    retriever.agent.toolset.call("search_graph", {"query": "heart"})
+    retriever.agent.toolset.call("explore_neighbors", {"node_id": 0, "query": "heart"})
+    return retriever, graph
+
+
+def run_once(base_url: str, out: Path, cache: Path) -> dict:
+    retriever, graph = make_retriever(base_url, cache)
+    settings = runner.RunSettings(out_dir=out, concurrency=32, progress=False, n_boot=200)
+    return runner.run_queries(retriever, queries(), settings, graph.candidate_ids)
+
+
+def run_until_complete(base_url: str, out: Path, cache: Path, max_rounds: int = 8) -> list[dict]:
+    rounds = []
+    while not rounds or not rounds[-1]["complete"]:
+        assert len(rounds) < max_rounds, f"still incomplete after {max_rounds} runs: {rounds[-1]['warning']}"
+        rounds.append(run_once(base_url, out, cache))
+    return rounds
+
+
+def normalize(x):
+    if isinstance(x, dict):
+        return {k: normalize(v) for k, v in x.items() if k not in VOLATILE}
+    if isinstance(x, list):
+        return [normalize(v) for v in x]
+    return x
+
+
+def snapshot(out: Path) -> dict:
+    """What must not depend on faults: records, summary metrics and every trajectory."""
+    recs = runner.load_predictions(out)
+    summary = json.loads((out / runner.METRICS_FILE).read_text())
+    trajs = {k: normalize(json.loads((out / r["trajectory_file"]).read_text())) for k, r in recs.items()}
+    return {"records": {k: normalize(r) for k, r in recs.items()}, "trajectories": trajs,
+            "summary": {k: summary[k] for k in ("n", "n_ok", "complete", "status", "metrics", "tool_calls",
+                                                "tokens", "neighbor_calls_per_trajectory")}}
+
+
+def _serve(queue, fault_seed: int | None, log_path: str) -> None:
+    from tests.scripted_server import FaultPlan, ScriptedServer
+
+    faults = None if fault_seed is None else FaultPlan(rate=0.1, seed=fault_seed, hang_s=HANG_S)
+    server = ScriptedServer(responder=search_select_finish, faults=faults, log_path=log_path).start()
+    queue.put(server.base_url)
+    while True:
+        time.sleep(3600)
+
+
+@contextlib.contextmanager
+def server_process(tmp: Path, fault_seed: int | None):
+    """The scripted server in a process of its own; yields (base_url, log path)."""
+    ctx = mp.get_context("spawn")
+    queue, log = ctx.Queue(), tmp / f"server-{fault_seed}.jsonl"
+    proc = ctx.Process(target=_serve, args=(queue, fault_seed, str(log)), daemon=True)
+    proc.start()
+    try:
+        yield queue.get(timeout=120), log
+    finally:
+        proc.terminate()
+        proc.join(10)
+
+
+def server_log(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def paid(log: Path) -> Counter:
+    """Successful replies per distinct request body."""
+    return Counter(e["request"] for e in server_log(log) if e["outcome"] == "ok")
+
+
+def first_paid_at(log: Path) -> dict[str, float]:
+    seen: dict[str, float] = {}
+    for e in server_log(log):
+        if e["outcome"] == "ok":
+            seen.setdefault(e["request"], e["t"])
+    return seen
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The fault-free run: what every chaotic run must end up equal to."""
+    tmp = tmp_path_factory.mktemp("reference")
+    with server_process(tmp, None) as (url, log):
+        summary = run_once(url, tmp / "run", tmp / "llm.sqlite")
+    calls = sum(paid(log).values())
+    assert summary["complete"] and summary["n_ok"] == N_QUERIES
+    assert calls == N_QUERIES * N_AGENTS * 2 and max(paid(log).values()) == 1
+    return {"dir": tmp / "run", "snapshot": snapshot(tmp / "run"), "calls": calls}
+
+
+def test_faults_in_ten_percent_of_calls_end_in_the_same_run(reference, tmp_path):
+    with server_process(tmp_path, 11) as (url, log):
+        rounds = run_until_complete(url, tmp_path / "run", tmp_path / "llm.sqlite")
+    counts, outcomes = paid(log), Counter(e["outcome"] for e in server_log(log))
+    assert set(FAULT_KINDS) <= set(outcomes), outcomes                     # every kind of fault happened
+    faults = sum(v for k, v in outcomes.items() if k != "ok")
+    assert 0.05 <= faults / sum(outcomes.values()) <= 0.15, outcomes
+    first = rounds[0]
+    assert len(rounds) >= 2 and first["n_degraded"] + first["n_failed"] > 0 and first["status"] != "complete"
+    assert snapshot(tmp_path / "run") == reference["snapshot"]
+    assert max(counts.values()) == 1 and sum(counts.values()) == reference["calls"]   # none paid twice
+
+
+KILL_CHILD = """
+import sys
+from pathlib import Path
+from tests.chaos.test_chaos import run_once
+run_once(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))
+"""
+
+
+def test_kill_9_at_a_random_moment(reference, tmp_path):
+    out, cache = tmp_path / "run", tmp_path / "llm.sqlite"
+    kill_after = random.Random(7).randrange(20, N_QUERIES - 40)    # finished records before the kill
+    with server_process(tmp_path, 12) as (url, log):
+        child = subprocess.Popen([sys.executable, "-c", KILL_CHILD, url, str(out), str(cache)],
+                                 cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        pred = out / runner.PREDICTIONS
+        deadline = time.monotonic() + 600
+        while not (pred.exists() and pred.read_bytes().count(b"\n") >= kill_after):
+            assert child.poll() is None and time.monotonic() < deadline, "the child ended before the kill"
+            time.sleep(0.005)
+        os.kill(child.pid, signal.SIGKILL)
+        killed_at = time.time()
+        child.wait()
+        saved = {k for k, r in runner.load_predictions(out).items() if r["status"] == "ok"}
+        assert kill_after <= len(runner.load_predictions(out)) < N_QUERIES
+        rounds = run_until_complete(url, out, cache)
+    counts, firsts = paid(log), first_paid_at(log)
+    assert snapshot(out) == reference["snapshot"]
+    assert rounds[0]["this_run"]["skipped"] == len(saved)                  # no finished query lost
+    twice = [k for k, n in counts.items() if n > 1]
+    assert len(twice) <= AGENT_SLOTS and max(counts.values()) <= 2       # only calls in flight at the kill
+    assert all(firsts[k] >= killed_at - (TIMEOUT_S + 1) * 3 for k in twice)
+
+
+def _mount_small_disk(path: Path, size_kb: int) -> bool:
+    path.mkdir()
+    if os.geteuid() != 0:
+        return False
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(path)],
+                          capture_output=True)
+    return done.returncode == 0
+
+
+def test_a_disk_that_fills_up(reference, tmp_path, monkeypatch):
+    ref_bytes = sum(p.stat().st_size for p in reference["dir"].rglob("*") if p.is_file())
+    disk = tmp_path / "disk"
+    real = _mount_small_disk(disk, max(64, ref_bytes // 1024 // 3))     # room for about a third of the run
+    out, cache = disk / "run", disk / "llm.sqlite"
+    try:
+        with server_process(tmp_path, 13) as (url, log):
+            if not real:       # no mount here: the disk "fills" after 60 records
+                writes = {"n": 0}
+
+                def filling(fd, data):
+                    writes["n"] += 1
+                    if writes["n"] > 60:
+                        raise OSError(errno.ENOSPC, "No space left on device")
+                    return os.write(fd, data)
+
+                monkeypatch.setattr(runner, "_write", filling)
+            with pytest.raises(runner.RunStorageError, match=r"No space left on device.*rerun the same command"):
+                run_until_complete(url, out, cache)
+            stopped_at = time.time()
+            text = (out / runner.PREDICTIONS).read_text()
+            assert text == "" or text.endswith("\n")                           # no partial record
+            saved = len(runner.load_predictions(out))
+            assert 0 < saved < N_QUERIES
+            if real:
+                subprocess.run(["mount", "-o", "remount,size=256m", str(disk)], check=True)
+            else:
+                monkeypatch.setattr(runner, "_write", os.write)
+            run_until_complete(url, out, cache)
+        counts, firsts = paid(log), first_paid_at(log)
+        assert snapshot(out) == reference["snapshot"]
+        twice = [k for k, n in counts.items() if n > 1]
+        assert len(twice) <= AGENT_SLOTS and all(firsts[k] >= stopped_at - 30 for k in twice)
+    finally:
+        if real:
+            subprocess.run(["umount", str(disk)], check=False)
