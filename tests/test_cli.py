@@ -158,9 +158,9 @@ def test_mcp_server_over_stdio(root, agent_tools):
     assert got["neighbors"].content[0].text == agent_tools.call(NEIGHBORS, {"node_id": 4, "query": "gene"}).observation
     texts = [r.content[0].text for r in got["bad"]]
     assert all(r.is_error for r in got["bad"])
-    assert "node_id 999 does not exist; node ids run from 0 to 36" in texts[0]
-    assert 'unknown node type "book" in node_types; valid node types: "paper"' in texts[1]
-    assert "missing required argument node_id for explore_neighbors" in texts[2]
+    assert "node_id 999 does not exist; use an id shown in an earlier result (ids run from 0 to 36)" in texts[0]
+    assert 'node_types names the unknown node type "book"; use only these node types: "paper"' in texts[1]
+    assert "explore_neighbors needs the argument node_id" in texts[2]
     assert "bogus" in texts[3]
     assert got["unknown"].is_error and "delete_graph" in got["unknown"].content[0].text
     assert not got["after"].is_error and got["after"].content[0].text.startswith('search_graph query="agents"')
