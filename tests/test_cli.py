@@ -59,9 +59,9 @@ def test_neighbors_by_external_id_with_filters(capsys, root, agent_tools):
 
 
 @pytest.mark.parametrize("argv,pattern", [
-    (["search", "x", "--type", "book"], r"unknown node type \"book\" in node_types; valid node types: \"paper\", \"author\""),
+    (["search", "x", "--type", "book"], r"node_types names the unknown node type \"book\"; use only these node types: \"paper\", \"author\""),
     (["neighbors", "Z9"], r"unknown node 'Z9': no node of tables_kg has this id"),
-    (["neighbors", "A2", "--relation", "knows"], r"unknown relation \"knows\" in relations; valid relations: \"writes\""),
+    (["neighbors", "A2", "--relation", "knows"], r"relations names the unknown relation \"knows\"; use only these relations: \"writes\""),
 ])
 def test_bad_values_are_one_line_with_the_choices(capsys, root, argv, pattern):
     code, out, err = run_cli(capsys, *argv, "--graph", str(KG), "--root", root)
