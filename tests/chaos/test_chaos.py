@@ -159,6 +159,8 @@ def test_faults_in_ten_percent_of_calls_end_in_the_same_run(reference, tmp_path)
     with server_process(tmp_path, 11) as (url, log):
         rounds = run_until_complete(url, tmp_path / "run", tmp_path / "llm.sqlite")
     counts, outcomes = paid(log), Counter(e["outcome"] for e in server_log(log))
+    print(f"\nfaults: {dict(outcomes)}; runs until complete: {len(rounds)}; per run (ok, degraded, failed): "
+          f"{[(r['n_ok'], r['n_degraded'], r['n_failed']) for r in rounds]}")
     assert set(FAULT_KINDS) <= set(outcomes), outcomes                     # every kind of fault happened
     faults = sum(v for k, v in outcomes.items() if k != "ok")
     assert 0.05 <= faults / sum(outcomes.values()) <= 0.15, outcomes
@@ -197,6 +199,7 @@ def test_kill_9_at_a_random_moment(reference, tmp_path):
     assert snapshot(out) == reference["snapshot"]
     assert rounds[0]["this_run"]["skipped"] == len(saved)                  # no finished query lost
     twice = [k for k, n in counts.items() if n > 1]
+    print(f"\nkilled after {kill_after} records; {len(saved)} ok kept; replies paid twice: {len(twice)}")
     assert len(twice) <= AGENT_SLOTS and max(counts.values()) <= 2       # only calls in flight at the kill
     assert all(firsts[k] >= killed_at - (TIMEOUT_S + 1) * 3 for k in twice)
 
@@ -242,6 +245,7 @@ def test_a_disk_that_fills_up(reference, tmp_path, monkeypatch):
         counts, firsts = paid(log), first_paid_at(log)
         assert snapshot(out) == reference["snapshot"]
         twice = [k for k, n in counts.items() if n > 1]
+        print(f"\n{'tmpfs' if real else 'simulated'} disk full after {saved} records; replies paid twice: {len(twice)}")
         assert len(twice) <= AGENT_SLOTS and all(firsts[k] >= stopped_at - 30 for k in twice)
     finally:
         if real:
