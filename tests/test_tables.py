@@ -275,7 +275,7 @@ def test_run_on_the_tables_graph_end_to_end(tmp_path):
                        "progress=false", "n_boot=50"])
         summary = run(cfg)
     out = Path(cfg.out_dir)
-    assert out == tmp_path / "runs" / "default" / "tables_kg" / "ark-scripted-t5_n1-full"
+    assert out == tmp_path / "runs" / "default" / "tables_kg" / "ark-scripted-t5_n1-full_test"
     assert summary["complete"] and summary["n_ok"] == 5 and server.calls == 10
     recs = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert [r["query_id"] for r in sorted(recs, key=lambda r: r["query_id"])] == ["q1", "q2", "q3", "q4", "q8"]
