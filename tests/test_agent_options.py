@@ -136,7 +136,7 @@ def test_configs_switch_options_per_backbone_and_record_them(tmp_path):
     assert run_info(compose(["retriever=bm25"]))["agent_options"] is None
     # a run directory made with other options is not resumed
     (tmp_path / "run.json").write_text(json.dumps(run_info(paper)))
-    with pytest.raises(SystemExit, match="agent_options='none', not 'first_search,stop_on_repeat'"):
+    with pytest.raises(SystemExit, match="agent_options='none' there, 'first_search,stop_on_repeat' now"):
         _check_same_run(tmp_path, {**run_info(paper), "agent_options": "first_search,stop_on_repeat"})
     old = {k: v for k, v in run_info(paper).items() if k != "agent_options"}  # written before the options
     (tmp_path / "run.json").write_text(json.dumps(old))
