@@ -183,7 +183,7 @@ class RunDir:
     @cached_property
     def info(self) -> dict:
         """The run's identity (`IDENTITY_KEYS`): run.json, else metrics.json["run"], else the config's
-        group names, else the path (<experiment>/<graph>/<retriever>-...). Values may be None."""
+        group names, else the path (<experiment>/<graph>/<retriever>-... or <retriever>_<split>). Values may be None."""
         info: dict = {}
         f = self.path / RUN_INFO
         if f.is_file():
@@ -203,7 +203,7 @@ class RunDir:
         fallback = {
             "experiment": cfg.get("experiment_name") or self.path.parent.parent.name,
             "graph": group("graph") or self.path.parent.name,
-            "retriever": group("retriever") or self.path.name.split("-")[0],
+            "retriever": group("retriever") or self.path.name.split("-")[0].split("_")[0],   # bm25_test, ark-...
             "backbone": group("backbone"), "budget": group("budget"), "ablation": group("ablation"),
             "t_max": agent.get("t_max"), "n_agents": agent.get("n_agents"),
             "agent_options": (",".join(k for k in AGENT_OPTIONS if agent.get(k)) or "none") if agent else None,

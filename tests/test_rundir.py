@@ -16,7 +16,7 @@ def _run(out, queries, **kw):
 
 
 def test_records_metrics_and_identity_from_the_path(tmp_path):
-    out = tmp_path / "exp" / "demo" / "bm25-none-none-none"
+    out = tmp_path / "exp" / "demo" / "bm25_test"
     summary = _run(out, make_queries(5), fail_ids={2})
     run = RunDir(out)
     assert [r["query_id"] for r in run.records()] == [q.id for q in make_queries(5)]
