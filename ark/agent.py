@@ -2,8 +2,9 @@
 
 Paper §3: the agent holds an ordered answer list R; each step is one LLM call that must call tools
 (`tool_choice="required"`), every tool call of the step runs in order and its observation goes back as a
-tool message. Besides the graph tools (`search_graph`, `explore_neighbors`, from `ark.tools.ToolSet`)
-the agent offers `select` (append seen node ids to R) and `finish`. The run ends at `finish` (after the
+tool message. Besides the graph tools (`search_graph`, `explore_neighbors` and any other registered in
+`ark.tool_registry`, run by `ark.tools.ToolSet`) the agent offers the registry's answer tools `select`
+(append seen node ids to R) and `finish`. The run ends at `finish` (after the
 rest of that step's calls) or after `t_max` steps.
 
 Options for small models (`AgentConfig`, all off by default, so the paper's loop stays the default):
@@ -47,40 +48,12 @@ from ark.fusion import TIE_BREAKS, fuse
 from ark.llm import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
 from ark.prompts import system_prompt
 from ark.retrieval import Retrieval
-from ark.tools import NEIGHBORS, SEARCH, ToolInputError, _as_int
+from ark import tool_registry
+from ark.tools import FINISH, NEIGHBORS, SEARCH, SELECT, ToolInputError, _as_int
 from ark.trajectory import Step, Trajectory, tool_message
 
-SELECT, FINISH = "select", "finish"
 OPTIONS = ("first_search", "constrain_ids", "stop_on_repeat")  # the AgentConfig switches for small models
 MAX_SELECT = 20  # with constrain_ids: most ids one select call may name (the fused list is cut to 20)
-
-SELECT_TOOL = {
-    "type": "function",
-    "function": {
-        "name": SELECT,
-        "description": (
-            "Append node ids to your ranked answer list, best first. Only ids shown in an earlier "
-            "observation of this run are accepted; ids already selected are skipped."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "node_ids": {"type": "array", "items": {"type": "integer"},
-                             "description": "Node ids to append, in rank order."},
-            },
-            "required": ["node_ids"],
-        },
-    },
-}
-
-FINISH_TOOL = {
-    "type": "function",
-    "function": {
-        "name": FINISH,
-        "description": "Stop exploring; your selected list is the answer.",
-        "parameters": {"type": "object", "properties": {}},
-    },
-}
 
 NO_TOOL_CALL = "Error: your reply called no tool. Call one of these tools: {names}; call finish when your list is complete."
 JSON_TYPE = {"list": "an array", "str": "a string", "int": "a number", "float": "a number", "bool": "a boolean",
@@ -175,7 +148,8 @@ class Agent:
         self.toolset = toolset
         self.system = system
         self.config = config or AgentConfig()
-        self.tools = list(toolset.openai_tools()) + [SELECT_TOOL, FINISH_TOOL]
+        self.graph_tool_names = list(toolset.tool_names)
+        self.tools = list(toolset.openai_tools()) + [t.openai(toolset) for t in tool_registry.all_tools("answer")]
         self.tool_names = [t["function"]["name"] for t in self.tools]
 
     async def _chat(self, messages: list[dict], agent_index: int, tools: list[dict], tool_choice) -> ChatResponse:
@@ -304,7 +278,7 @@ class Agent:
         if tc.name == FINISH:
             return f"Finished with {len(selected)} selected node(s).", [], None, True, 0.0
         if tc.name == SELECT:
-            return self._select(args, seen, chosen, selected)
+            return self._select(args, seen, chosen, selected, self.graph_tool_names)
         t0 = time.perf_counter()
         result = self.toolset.call(tc.name, args)
         dt = time.perf_counter() - t0
@@ -313,7 +287,7 @@ class Agent:
         return result.observation, ids, result.error, False, dt
 
     @staticmethod
-    def _select(args: dict, seen: set[int], chosen: set[int], selected: list[int]
+    def _select(args: dict, seen: set[int], chosen: set[int], selected: list[int], graph_tools: list[str]
                 ) -> tuple[str, list[int], str | None, bool, float]:
         """Append the seen, not yet chosen ids in order; report skipped and rejected ones.
 
@@ -339,8 +313,7 @@ class Agent:
         if bad:
             errs.append(f"{bad} are not node ids (node ids are integers)")
         if errs:
-            parts.append("Error: " + "; ".join(errs) + ". Select only ids that search_graph or explore_neighbors "
-                         "returned.")
+            parts.append("Error: " + "; ".join(errs) + f". Select only ids that {' or '.join(graph_tools)} returned.")
         parts.append(f"Your list now has {len(selected)} node(s).")
         return " ".join(parts), [], "; ".join(errs) or None, False, 0.0
 

@@ -70,7 +70,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ark import attribution
+from ark import attribution, tool_registry
 from ark.metrics import (CUTS, DEFAULT_TORCHMETRICS, MODES, TORCHMETRICS, CandidateSet, aggregate, as_candidates,
                          evaluate, parse_metric, scored_list)
 # the run directory's files are named, documented and read in ark.rundir
@@ -81,7 +81,7 @@ from ark.rundir import write_json_atomic
 log = logging.getLogger(__name__)
 
 LOCK_FILE = "run.lock"
-TOOLS = ("search_graph", "explore_neighbors")
+NEIGHBOR_KIND = "relational"  # Figure 5 counts the calls of the tools of this kind per trajectory
 RUN_METRICS: tuple[str, ...] = ("hit@1", "hit@5", "hit@10", "recall@10", "recall@20", "mrr")
 SUCCESS_METRIC = "hit@5"   # what makes a trajectory "successful" in the paper's Figure 5
 AGENT_METRICS = (SUCCESS_METRIC, "recall@20")  # scored per agent, for Figure 5 and trajectory_stats.csv
@@ -497,10 +497,23 @@ def _scored_records(run_dir: Path, queries: Sequence, settings: RunSettings):
     return selected
 
 
+def tool_columns() -> list[str]:
+    """The graph tools counted in run statistics: every graph tool registered in `ark.tool_registry`
+    (calls of names the registry does not know, such as a tool the model made up, are not counted)."""
+    return tool_registry.graph_tool_names()
+
+
+def _neighbor_calls(counts: dict) -> int:
+    return int(sum(counts.get(n, 0) for n in tool_registry.names_of_kind(NEIGHBOR_KIND)))
+
+
 def per_query_rows(run_dir: Path | str, queries: Sequence, settings: RunSettings) -> list[dict]:
-    """One flat row per selected query (missing ones included, status "missing")."""
+    """One flat row per selected query (missing ones included, status "missing"), with one column of
+    call counts per graph tool (`tool_columns`)."""
     rows = []
-    for q, rec in _scored_records(Path(run_dir), queries, settings):
+    pairs = _scored_records(Path(run_dir), queries, settings)
+    tools = tool_columns()
+    for q, rec in pairs:
         status = "missing" if rec is None else rec["status"]
         m = rec["metrics"] if rec is not None and status == "ok" else {}
         tc = rec.get("tool_counts", []) if rec is not None else []
@@ -512,9 +525,8 @@ def per_query_rows(run_dir: Path | str, queries: Sequence, settings: RunSettings
             completion_tokens=rec.get("completion_tokens", 0) if rec else 0,
             cost_usd=rec.get("cost_usd", 0.0) if rec else 0.0,
             n_agents=len(tc),
-            search_graph=sum(t.get("search_graph", 0) for t in tc),
-            explore_neighbors=sum(t.get("explore_neighbors", 0) for t in tc),
-            neighbor_calls_per_agent=";".join(str(t.get("explore_neighbors", 0)) for t in tc),
+            **{name: sum(t.get(name, 0) for t in tc) for name in tools},
+            neighbor_calls_per_agent=";".join(str(_neighbor_calls(t)) for t in tc),
             n_gold=len(q.answer_ids),
             error=(rec.get("error") or "") if rec else "",
         )
@@ -564,6 +576,7 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
     state = "complete" if complete else ("degraded" if degraded and not failed and not n_missing else "incomplete")
     agent_status = Counter(a.get("status", "ok") for r in ok + degraded + failed for a in r.get("agents", []))
 
+    tools = tool_columns()
     tool_totals: Counter = Counter()
     hist = {"success": Counter(), "failure": Counter()}
     traj_rows = []
@@ -578,14 +591,14 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
                 agent_rank = rec["agent_rankings"][a] if a < len(rec["agent_rankings"]) else []
                 am = _score(scored_list(agent_rank, settings.top, cands, settings.cut), gold, cands,
                             AGENT_METRICS, settings)
-            nb = int(tc.get("explore_neighbors", 0))
+            nb = _neighbor_calls(tc)
             hist["success" if am[SUCCESS_METRIC] > 0 else "failure"][nb] += 1
             traj_rows.append({"query_id": rec["query_id"], "agent_index": a,
-                              "search_graph": int(tc.get("search_graph", 0)), "explore_neighbors": nb,
+                              **{name: int(tc.get(name, 0)) for name in tools},
                               f"agent_{SUCCESS_METRIC}": am[SUCCESS_METRIC],
                               "agent_recall@20": am["recall@20"],
                               f"fused_{SUCCESS_METRIC}": rec["metrics"].get(SUCCESS_METRIC, "")})
-    total_calls = sum(tool_totals[t] for t in TOOLS)
+    total_calls = sum(tool_totals[t] for t in tools)
     attempted = ok + degraded + failed
     summary = {
         "n": len(pairs), "n_ok": len(ok), "n_degraded": len(degraded), "n_failed": len(failed),
@@ -597,8 +610,8 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
         "n_boot": settings.n_boot,
         "seed": settings.seed,
         "metrics": aggregate(per_query, n_boot=settings.n_boot, seed=settings.seed),
-        "tool_calls": {t: int(tool_totals[t]) for t in TOOLS},
-        "tool_share": {t: (tool_totals[t] / total_calls if total_calls else 0.0) for t in TOOLS},
+        "tool_calls": {t: int(tool_totals[t]) for t in tools},
+        "tool_share": {t: (tool_totals[t] / total_calls if total_calls else 0.0) for t in tools},
         "neighbor_calls_per_trajectory": {k: {str(c): n for c, n in sorted(v.items())} for k, v in hist.items()},
         "latency_s": _stats([r["latency_s"] for r in ok]),
         "tokens": {"prompt": sum(r.get("prompt_tokens", 0) for r in attempted),

@@ -1,4 +1,5 @@
-"""The two ARK retrieval tools the LLM calls: ``search_graph`` and ``explore_neighbors``.
+"""The ARK tools the LLM calls: ``search_graph`` and ``explore_neighbors`` (run here) and the answer tools
+``select`` and ``finish`` (run by `ark.agent`), each declared once as an `ark.tool_registry.Tool`.
 
 * ``search_graph(query, k=5, node_types=None)`` is the paper's ``Search_G(q, k)``: the top-k nodes of the
   whole graph by BM25 of the subquery; k is capped at ``ToolConfig.search_k_max``; nodes scoring 0 are
@@ -10,10 +11,12 @@
   linked by several edges appears once with all its relations and directions; the footer always gives
   the number N of distinct neighbors that passed the filters. ``v`` itself (a self-loop) is not listed.
 
-Each tool is declared once as a `ToolSpec` (name, description, parameters with JSON schemas) from which
-`ToolSet.openai_tools` builds the OpenAI ``tools`` list. The ablation switches of `ToolConfig`
-(``neighbors``, ``neighbor_query``, ``type_filter``) remove the tool or its parameters from the schema,
-and `ToolSet.call` then rejects them like any other unknown argument.
+Each tool is one registered `Tool` (name, description, parameters with JSON schemas, handler, switches),
+from which `ToolSet.openai_tools` builds the OpenAI ``tools`` list of every enabled graph tool of the
+registry (a tool registered elsewhere runs here too). The ablation switches of `ToolConfig`
+(``neighbors``, ``neighbor_query``, ``type_filter``, ``neighbor_paging``; ``switches`` for tools added
+later) remove a tool or its parameters from the schema, and `ToolSet.call` then rejects them like any
+other unknown argument.
 
 `ToolSet.call` never raises on what an LLM may send. What cannot run gets a short error observation
 (`ToolResult.error` set): malformed JSON, wrong or missing argument names, ids out of range, unknown
@@ -27,18 +30,21 @@ surrounding spaces.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numba import njit
 
+from ark import tool_registry
 from ark.graph import neighbor_runs
 from ark.observation import NodeLine, Snippeter, render
 from ark.text_index import BM25Index, _heap_push
+from ark.tool_registry import Param, Tool
 
 SEARCH = "search_graph"
 NEIGHBORS = "explore_neighbors"
+SELECT, FINISH = "select", "finish"
 
 
 @dataclass
@@ -53,8 +59,10 @@ class ToolConfig:
     neighbor_query: bool = True  # False: "Neighbors w/o q" (no query parameter, id order)
     type_filter: bool = True  # False: "Neighbors w/o F" (no node_types/relations parameters)
     search_type_filter: bool = True  # offer the node_types parameter of search_graph
+    neighbor_paging: bool = False  # True: explore_neighbors takes an offset and its footer says how to page
     max_observation_tokens: int = 2000  # observation budget, approx. tokens (ark.observation)
     snippet_chars: int = 160  # length of the text snippet per node
+    switches: dict[str, bool] = field(default_factory=dict)  # switches of tools added to the registry later
 
     def __post_init__(self):
         for name in ("search_k", "search_k_max", "neighbors_k", "neighbors_k_max", "max_observation_tokens"):
@@ -62,6 +70,15 @@ class ToolConfig:
                 raise ValueError(f"ToolConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.search_k > self.search_k_max or self.neighbors_k > self.neighbors_k_max:
             raise ValueError("ToolConfig: a default k is above its maximum")
+        self.switches = dict(self.switches or {})
+
+    def switch(self, name: str) -> bool:
+        """The value of an ablation switch: a boolean field (``neighbors``...) or a key of ``switches``
+        (a switch nobody set is on)."""
+        if name in self.switches:
+            return bool(self.switches[name])
+        value = getattr(self, name, True)
+        return bool(value)
 
 
 @dataclass
@@ -72,36 +89,6 @@ class ToolResult:
     observation: str
     node_ids: list[int]
     error: str | None = None
-
-
-@dataclass(frozen=True)
-class Param:
-    """One tool parameter: its JSON schema, its description for the LLM, whether it is required."""
-
-    name: str
-    schema: dict
-    description: str
-    required: bool = False
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool as the LLM sees it."""
-
-    name: str
-    description: str
-    params: tuple[Param, ...] = field(default_factory=tuple)
-
-    def openai(self) -> dict:
-        """The OpenAI ``tools`` entry (function definition) of this tool."""
-        props = {p.name: {**p.schema, "description": p.description} for p in self.params}
-        return {"type": "function", "function": {
-            "name": self.name,
-            "description": self.description,
-            "parameters": {"type": "object", "properties": props,
-                           "required": [p.name for p in self.params if p.required],
-                           "additionalProperties": False},
-        }}
 
 
 @dataclass
@@ -243,47 +230,22 @@ class ToolSet:
         self.snippet = Snippeter(index.tokenizer, self.config.snippet_chars)
         self._type_masks: dict[tuple[str, ...], np.ndarray] = {}
         self._both_ways_mask: np.ndarray | None = None
-        self.specs: dict[str, ToolSpec] = {s.name: s for s in self._build_specs()}
-        self._handlers: dict[str, Callable[[dict], ToolResult]] = {SEARCH: self._search, NEIGHBORS: self._neighbors}
+        self._check_switches()
+        # each enabled registered graph tool, reduced to the parameters this config offers
+        self.specs: dict[str, Tool] = {t.name: replace(t, params=t.offered_params(self.config))
+                                       for t in tool_registry.all_tools("graph") if t.enabled(self.config)}
+
+    def _check_switches(self) -> None:
+        valid = tool_registry.switch_names()
+        bad = [k for k in self.config.switches if k not in valid]
+        if bad:
+            raise ValueError(f"unknown tool switch {', '.join(map(repr, bad))} in ToolConfig.switches; "
+                             f"valid switches: {', '.join(valid)}")
 
     # ------------------------------------------------------------------ schema
-    def _build_specs(self) -> list[ToolSpec]:
-        c, g = self.config, self.graph
-        types_schema = {"type": "array", "items": {"type": "string", "enum": list(g.node_type_names)}}
-        rels_schema = {"type": "array", "items": {"type": "string", "enum": list(g.relation_names)}}
-        search_params = [
-            Param("query", {"type": "string"}, "Keywords to match against node text (BM25).", required=True),
-            Param("k", {"type": "integer", "minimum": 1, "maximum": c.search_k_max},
-                  f"Number of nodes to return (default {c.search_k}, at most {c.search_k_max})."),
-        ]
-        if c.search_type_filter:
-            search_params.append(Param("node_types", types_schema, "Only return nodes of these types."))
-        specs = [ToolSpec(
-            SEARCH,
-            "Search the whole knowledge graph for nodes whose text best matches the query (BM25 keyword "
-            "match). Returns node ids, names, types, scores and text snippets. Use it to find entry points.",
-            tuple(search_params))]
-        if not c.neighbors:
-            return specs
-        params = [Param("node_id", {"type": "integer"}, "Id of the node whose neighbors to list.", required=True)]
-        desc = "List the nodes directly connected to a node (edges in both directions), with each relation and its direction"
-        if c.neighbor_query:
-            params.append(Param("query", {"type": "string"},
-                                "Optional keywords; neighbors are ranked by BM25 match to them."))
-            desc += ", optionally ranked by how well their text matches a query"
-        if c.type_filter:
-            params.append(Param("node_types", types_schema, "Only neighbors of these node types."))
-            params.append(Param("relations", rels_schema, "Only neighbors linked by these relation types."))
-            desc += ", optionally filtered by node type and relation type"
-        params.append(Param("k", {"type": "integer", "minimum": 1, "maximum": c.neighbors_k_max},
-                            f"Number of neighbors to return (default {c.neighbors_k}, at most {c.neighbors_k_max})."))
-        desc += ". Reports how many neighbors matched in total. Use it to follow relations (multi-hop)."
-        specs.append(ToolSpec(NEIGHBORS, desc, tuple(params)))
-        return specs
-
     def openai_tools(self) -> list[dict]:
-        """The OpenAI ``tools`` list of the configured tools."""
-        return [s.openai() for s in self.specs.values()]
+        """The OpenAI ``tools`` list of the configured graph tools."""
+        return [t.openai(self) for t in self.specs.values()]
 
     @property
     def tool_names(self) -> list[str]:
@@ -296,13 +258,13 @@ class ToolSet:
             spec = self.specs.get(name) if isinstance(name, str) else None
             if spec is None:
                 raise ToolInputError(f"there is no tool named {_show(name)}; call one of: {', '.join(self.specs)}")
-            return self._handlers[name](self._parse(spec, arguments))
+            return spec.handler(self, self._parse(spec, arguments))
         except ToolInputError as e:
             sentence = str(e).rstrip(".") + "."
             return ToolResult(f"Error: {sentence}", [], sentence)
 
     @staticmethod
-    def _parse(spec: ToolSpec, arguments) -> dict:
+    def _parse(spec: Tool, arguments) -> dict:
         if arguments is None:
             arguments = {}
         if isinstance(arguments, (bytes, bytearray)):
@@ -463,3 +425,64 @@ class ToolSet:
         r = ", ".join(f"{n} ({int(x)})" for n, x in zip(g.relation_names, rcount) if x)
         return (f"No neighbor matches these filters. Node {v}'s neighbors by node type: {t}; "
                 f"edges by relation: {r}.")
+
+
+# ------------------------------------------------------------------------------ the registered tools
+def _types_schema(ts: ToolSet) -> dict:
+    return {"type": "array", "items": {"type": "string", "enum": list(ts.graph.node_type_names)}}
+
+
+def _relations_schema(ts: ToolSet) -> dict:
+    return {"type": "array", "items": {"type": "string", "enum": list(ts.graph.relation_names)}}
+
+
+SEARCH_TOOL = tool_registry.register(Tool(
+    SEARCH,
+    "Search the whole knowledge graph for nodes whose text best matches the query (BM25 keyword "
+    "match). Returns node ids, names, types, scores and text snippets. Use it to find entry points.",
+    (Param("query", {"type": "string"}, "Keywords to match against node text (BM25).", required=True),
+     Param("k", lambda ts: {"type": "integer", "minimum": 1, "maximum": ts.config.search_k_max},
+           lambda ts: f"Number of nodes to return (default {ts.config.search_k}, at most {ts.config.search_k_max})."),
+     Param("node_types", _types_schema, "Only return nodes of these types.", switch="search_type_filter")),
+    handler=ToolSet._search, kind="text",
+    guide="breadth. A BM25 keyword search over the documents of all nodes in the graph. Give it a\n"
+          "  short query made of the distinctive words you expect in a matching document (names, rare terms,\n"
+          "  attributes). You may restrict it to node types and ask for more results than the default."))
+
+NEIGHBORS_TOOL = tool_registry.register(Tool(
+    NEIGHBORS,
+    "List the nodes directly connected to a node (edges in both directions), with each relation and its direction",
+    (Param("node_id", {"type": "integer"}, "Id of the node whose neighbors to list.", required=True),
+     Param("query", {"type": "string"}, "Optional keywords; neighbors are ranked by BM25 match to them.",
+           switch="neighbor_query", clause=", optionally ranked by how well their text matches a query"),
+     Param("node_types", _types_schema, "Only neighbors of these node types.", switch="type_filter",
+           clause=", optionally filtered by node type and relation type"),
+     Param("relations", _relations_schema, "Only neighbors linked by these relation types.", switch="type_filter"),
+     Param("k", lambda ts: {"type": "integer", "minimum": 1, "maximum": ts.config.neighbors_k_max},
+           lambda ts: f"Number of neighbors to return (default {ts.config.neighbors_k}, "
+                      f"at most {ts.config.neighbors_k_max})."),
+     Param("offset", {"type": "integer", "minimum": 0},
+           "Skip this many neighbors of the ranking (default 0): to page through a long neighbor list.",
+           switch="neighbor_paging", clause="; pages through long lists with offset")),
+    handler=ToolSet._neighbors, switch="neighbors", kind="relational",
+    description_end=". Reports how many neighbors matched in total. Use it to follow relations (multi-hop).",
+    guide="depth. Lists the nodes directly connected to one node id, with the relation type\n"
+          "  and direction of each edge. You may filter by neighbor node types and by relation types, and you may\n"
+          "  pass a short query to rank the neighbors by how well their documents match it. Calling it on a node you\n"
+          "  reached through it is how you walk two or more hops."))
+
+# The answer tools: the agent runs them (it holds the answer list), see ark.agent.
+SELECT_TOOL = tool_registry.register(Tool(
+    SELECT,
+    "Append node ids to your ranked answer list, best first. Only ids shown in an earlier "
+    "observation of this run are accepted; ids already selected are skipped.",
+    (Param("node_ids", {"type": "array", "items": {"type": "integer"}}, "Node ids to append, in rank order.",
+           required=True),),
+    role="answer", kind="answer", closed=False,
+    guide="put node ids on your answer list. Only ids that appeared in an observation of this run are\n"
+          "  accepted. The list is ranked in the order you select: select the best candidates first. Selecting an id\n"
+          "  twice has no effect."))
+
+FINISH_TOOL = tool_registry.register(Tool(
+    FINISH, "Stop exploring; your selected list is the answer.", (), role="answer", kind="answer", closed=False,
+    guide="stop. Call it once you have selected what you found, or when more searching will not help."))

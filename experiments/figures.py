@@ -58,8 +58,8 @@ def ablation_labels(conf_dir: Path = CONF_DIR) -> dict[str, str]:
 
 
 ABLATIONS = ablation_labels()
-# Figure 3 splits calls into global ('text') and neighborhood ('relational') exploration: names from ark.tools
-SEARCH, NEIGHBORS = tools.SEARCH, tools.NEIGHBORS
+SEARCH, NEIGHBORS = tools.SEARCH, tools.NEIGHBORS  # the paper's tools (ark.tools)
+TEXT, RELATIONAL = "text", "relational"  # Figure 3's kinds of tool (ark.tool_registry.Tool.kind)
 
 
 # ----------------------------------------------------------------------------------------- loaders
@@ -114,23 +114,42 @@ def _tool_counts_from_trajectories(run: rundir.RunDir, pred: dict) -> list[dict]
     return out
 
 
+_STATS_COLUMNS = {"query_id", "agent_index", "agent_hit@5", "agent_recall@20", "fused_hit@5"}
+
+
 def load_trajectories(run_dirs: Iterable[Path | str], runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (run, query, agent) of successful queries: graph, run_dir, query_id,
-    agent_index, search_calls, neighbor_calls, hit5 (that agent's own ranking has gold in top 5)."""
+    agent_index, search_calls, neighbor_calls (calls of the "text" and "relational" tools), hit5
+    (that agent's own ranking has gold in top 5), then one column of calls per graph tool
+    (`ark.runner.tool_columns`: every graph tool of `ark.tool_registry`, and any other column a
+    run's trajectory_stats.csv has)."""
+    from ark import tool_registry
+    from ark.runner import tool_columns
+
     run_dirs = [Path(d) for d in run_dirs]
     runs = load_runs(run_dirs) if runs is None else runs
     graph_of = dict(zip(runs["run_dir"], runs["graph"]))
+    kinds = tool_registry.kinds()
     rows = []
+
+    def row(d: Path, query_id, a: int, counts: dict, hit: bool) -> dict:
+        by_kind = {TEXT: 0, RELATIONAL: 0}
+        for name, c in counts.items():
+            if kinds.get(name) in by_kind:
+                by_kind[kinds[name]] += int(c)
+        return {"graph": graph_of[str(d)], "run_dir": str(d), "query_id": query_id, "agent_index": a,
+                "search_calls": by_kind[TEXT], "neighbor_calls": by_kind[RELATIONAL], "hit5": hit,
+                **{name: int(c) for name, c in counts.items()}}
+
     for d in run_dirs:
         stats = d / rundir.TRAJECTORY_STATS
         if stats.is_file() and stats.stat().st_size > 0:
             # the runner's own per-agent scoring (candidate-filtered, as the run's metrics)
             t = pd.read_csv(stats)
             if len(t):
-                rows += [{"graph": graph_of[str(d)], "run_dir": str(d), "query_id": r.query_id,
-                          "agent_index": int(r.agent_index), "search_calls": int(r[SEARCH]),
-                          "neighbor_calls": int(r[NEIGHBORS]), "hit5": bool(r["agent_hit@5"] > 0)}
-                         for _, r in t.iterrows()]
+                names = [c for c in t.columns if c not in _STATS_COLUMNS]  # one column per graph tool
+                rows += [row(d, r.query_id, int(r.agent_index), {n: int(r[n]) for n in names},
+                             bool(r["agent_hit@5"] > 0)) for _, r in t.iterrows()]
             continue
         run = rundir.RunDir(d)
         for p in run.records("ok"):
@@ -141,11 +160,13 @@ def load_trajectories(run_dirs: Iterable[Path | str], runs: pd.DataFrame | None 
                 own = rankings[a] if a < len(rankings) else None
                 hit = bool(gold & set(own[:5])) if own is not None else \
                     bool(rundir.query_metrics(p).get("hit@5", 0))
-                rows.append({"graph": graph_of[str(d)], "run_dir": str(d), "query_id": p["query_id"],
-                             "agent_index": a, "search_calls": int(c.get(SEARCH, 0)),
-                             "neighbor_calls": int(c.get(NEIGHBORS, 0)), "hit5": hit})
-    return pd.DataFrame(rows, columns=["graph", "run_dir", "query_id", "agent_index",
-                                       "search_calls", "neighbor_calls", "hit5"])
+                graph_counts = {n: v for n, v in c.items() if n in kinds}
+                rows.append(row(d, p["query_id"], a, graph_counts, hit))
+    base = ["graph", "run_dir", "query_id", "agent_index", "search_calls", "neighbor_calls", "hit5"]
+    df = pd.DataFrame(rows)
+    tools = tool_columns() + [c for c in df.columns if c not in base and c not in tool_columns()]
+    return df.reindex(columns=base + tools).fillna({n: 0 for n in tools}).astype({n: int for n in tools}) \
+        if len(df) else pd.DataFrame(columns=base + tools)
 
 
 def load_paper_table(name: str, paper_dir: Path = PAPER_DIR) -> pd.DataFrame:
@@ -221,26 +242,36 @@ def load_stark_shares(paper_dir: Path = PAPER_DIR) -> pd.DataFrame:
 
 
 def tool_share_data(traj: pd.DataFrame, stark: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Rows (graph, source, kind, share, calls): ARK's share of global-search ('text') vs
-    neighborhood ('relational') calls pooled over all trajectories, beside STaRK's query shares.
-    Shares of each (graph, source) sum to one."""
+    """Rows (graph, source, kind, share, calls): ARK's share of calls per tool kind pooled over all
+    trajectories (global search is 'text', neighborhood 'relational', as `ark.tool_registry` says;
+    a graph tool of another kind gets rows of its own kind), beside STaRK's query shares. Shares of
+    each (graph, source) sum to one."""
+    from ark import tool_registry
+
+    kinds = tool_registry.kinds()
+    tools = [c for c in traj.columns if c in kinds]
     rows = []
     for g, t in traj.groupby("graph"):
-        s, nb = int(t["search_calls"].sum()), int(t["neighbor_calls"].sum())
-        total = s + nb
+        if tools:
+            per_kind: dict[str, int] = {}
+            for name in tools:
+                per_kind[kinds[name]] = per_kind.get(kinds[name], 0) + int(t[name].sum())
+        else:  # a frame without per-tool columns
+            per_kind = {TEXT: int(t["search_calls"].sum()), RELATIONAL: int(t["neighbor_calls"].sum())}
+        total = sum(per_kind.values())
         if total == 0:
             continue
-        rows += [{"graph": g, "source": "ARK tool calls", "kind": "text", "share": s / total, "calls": s},
-                 {"graph": g, "source": "ARK tool calls", "kind": "relational", "share": nb / total,
-                  "calls": nb}]
+        order = [TEXT, RELATIONAL] + sorted(k for k in per_kind if k not in (TEXT, RELATIONAL))
+        rows += [{"graph": g, "source": "ARK tool calls", "kind": k, "share": per_kind.get(k, 0) / total,
+                  "calls": per_kind.get(k, 0)} for k in order]
     if stark is not None:
         for _, r in stark.iterrows():
             if r["graph"] in set(traj["graph"]) and pd.notna(r["textual_share"]) \
                     and pd.notna(r["relational_share"]):
                 tot = r["textual_share"] + r["relational_share"]
-                rows += [{"graph": r["graph"], "source": "STaRK queries", "kind": "text",
+                rows += [{"graph": r["graph"], "source": "STaRK queries", "kind": TEXT,
                           "share": r["textual_share"] / tot, "calls": np.nan},
-                         {"graph": r["graph"], "source": "STaRK queries", "kind": "relational",
+                         {"graph": r["graph"], "source": "STaRK queries", "kind": RELATIONAL,
                           "share": r["relational_share"] / tot, "calls": np.nan}]
     return pd.DataFrame(rows, columns=["graph", "source", "kind", "share", "calls"])
 
@@ -250,6 +281,10 @@ def plot_tool_use(shares: pd.DataFrame) -> plt.Figure:
     graphs = _graph_sort(shares["graph"])
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(graphs), 3.2), constrained_layout=True)
     colors = {"text": "#4C72B0", "relational": "#DD8452"}
+    kinds = list(dict.fromkeys(["text", "relational", *shares["kind"]]))
+    extra = iter(["#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"])
+    colors.update({k: next(extra, "#8C8C8C") for k in kinds if k not in colors})
+    labels = {"text": "search", "relational": "neighbors"}
     for i, g in enumerate(graphs):
         for source, dx, width, alpha in (("ARK tool calls", -0.12, 0.45, 1.0),
                                          ("STaRK queries", 0.28, 0.14, 0.55)):
@@ -257,10 +292,10 @@ def plot_tool_use(shares: pd.DataFrame) -> plt.Figure:
             if s.empty:
                 continue
             bottom = 0.0
-            for kind in ("text", "relational"):
+            for kind in kinds:
                 v = float(s.get(kind, 0.0))
                 ax.bar(i + dx, v, width, bottom=bottom, color=colors[kind], alpha=alpha,
-                       label=f"{'search' if kind == 'text' else 'neighbors'} calls (ARK)"
+                       label=f"{labels.get(kind, kind)} calls (ARK)"
                        if source.startswith("ARK") else f"{kind} queries (STaRK)")
                 if source.startswith("ARK") and v > 0.06:
                     ax.text(i + dx, bottom + v / 2, f"{100 * v:.1f}%", ha="center", va="center",

@@ -24,6 +24,13 @@ import sys
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 
 
+def tool_share_metrics() -> list[str]:
+    """The logged tool-share keys (ark.logger: tool_share/<tool>), one per registered graph tool."""
+    from ark.tool_registry import graph_tool_names
+
+    return [f"tool_share/{name}" for name in graph_tool_names()]
+
+
 def build_workspace(entity: str, project: str, experiment: str, split: str = "test"):
     """The wandb-workspaces Workspace object (not saved)."""
     try:
@@ -33,8 +40,7 @@ def build_workspace(entity: str, project: str, experiment: str, split: str = "te
         raise SystemExit("this script needs wandb-workspaces: pip install wandb-workspaces==0.4.13") from e
 
     metric_panels = [wr.BarPlot(title=f"{split}/{m}", metrics=[f"{split}/{m}"], orientation="h") for m in METRICS]
-    tool_panels = [wr.BarPlot(title="tool-call share", metrics=["tool_share/search_graph",
-                                                                "tool_share/explore_neighbors"]),
+    tool_panels = [wr.BarPlot(title="tool-call share", metrics=tool_share_metrics()),
                    wr.ScalarChart(title="complete", metric="complete")]
     cost_panels = [wr.BarPlot(title="cost (US$)", metrics=["cost_usd"]),
                    wr.BarPlot(title="tokens", metrics=["tokens/total"]),

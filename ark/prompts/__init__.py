@@ -1,6 +1,8 @@
 """Versioned agent prompts, shipped as package files: `system_<version>.md` (e.g. system_v1.md).
 
-A prompt is a `string.Template`: `$graph_name`, `$node_types`, `$relation_types` are filled from the graph.
+A prompt is a `string.Template`: `$graph_name`, `$node_types`, `$relation_types` are filled from the graph,
+`$tool_section` from the tool registry (`ark.tool_registry`): one ``- `name` — guide`` entry per tool of
+the default toolset (the paper's four) plus any other tool offered in this run, graph tools first.
 Add a new version as a new file; never edit a version used in a published run.
 
     from ark.prompts import system_prompt, prompt_versions
@@ -27,27 +29,45 @@ def load_template(version: str = "v1") -> str:
     return resources.files(__name__).joinpath(f"system_{version}.md").read_text(encoding="utf-8")
 
 
-def render(template: str, graph_name: str, node_types: list[str], relation_types: list[str]) -> str:
-    """Fill a prompt template with a graph's name and its node/relation type vocabularies."""
+def tool_section(tool_names: list[str] | None = None) -> str:
+    """The prompt's tool list: each registered tool that the default `ToolConfig` offers, then the
+    other offered ones (``tool_names``: the graph tools of this run; None: the default toolset).
+    A default tool that an ablation removed stays listed; `system_prompt` adds a note naming it."""
+    from ark import tool_registry
+    from ark.tools import ToolConfig
+
+    default = ToolConfig()
+    offered = set(tool_names or ())
+    shown = [t for t in tool_registry.all_tools("graph") if t.enabled(default) or t.name in offered]
+    shown += tool_registry.all_tools("answer")
+    return "\n".join(f"- `{t.name}` — {t.guide}" for t in shown)
+
+
+def render(template: str, graph_name: str, node_types: list[str], relation_types: list[str],
+           tools: str = "") -> str:
+    """Fill a prompt template with a graph's name, its node/relation type vocabularies and the tool section."""
     return string.Template(template).substitute(
         graph_name=graph_name,
         node_types=", ".join(node_types),
         relation_types=", ".join(relation_types),
+        tool_section=tools,
     )
-
-
-GRAPH_TOOLS = ("search_graph", "explore_neighbors")
 
 
 def system_prompt(graph, version: str = "v1", tool_names: list[str] | None = None) -> str:
     """The system prompt for `graph` (a KnowledgeGraph) at prompt `version`.
 
-    `tool_names`: the graph tools actually offered. When a tool ablation removes one (e.g. the
-    "w/o Neighbors" setting), a closing note tells the model which tools this run has.
+    `tool_names`: the graph tools actually offered. When a tool ablation removes one of the default
+    toolset (e.g. the "w/o Neighbors" setting), a closing note tells the model which tools this run has.
     """
-    text = render(load_template(version), graph.name, list(graph.node_type_names), list(graph.relation_names))
+    from ark import tool_registry
+    from ark.tools import ToolConfig
+
+    text = render(load_template(version), graph.name, list(graph.node_type_names), list(graph.relation_names),
+                  tool_section(tool_names))
     if tool_names is not None:
-        missing = [t for t in GRAPH_TOOLS if t not in tool_names]
+        default = [t.name for t in tool_registry.all_tools("graph") if t.enabled(ToolConfig())]
+        missing = [t for t in default if t not in tool_names]
         if missing:
             text += (f"\nNote: in this run {', '.join(missing)} is not available; "
                      f"use only: {', '.join(tool_names)}.\n")
