@@ -174,6 +174,15 @@ def _clamp_k(value, default: int, cap: int, notes: list[str]) -> int:
     return k
 
 
+def _as_offset(value) -> int:
+    if value is None:
+        return 0
+    offset = _as_int("offset", value)
+    if offset < 0:
+        raise ToolInputError(f"offset must be >= 0 (0 starts from the top), got {offset}")
+    return offset
+
+
 def _as_query(value, required: bool) -> str | None:
     if value is None:
         if required:
@@ -347,12 +356,13 @@ class ToolSet:
         types = _resolve_names("node_types", args.get("node_types"), g.node_type_names, "node type")
         rels = _resolve_names("relations", args.get("relations"), g.relation_names, "relation")
         k = _clamp_k(args.get("k"), c.neighbors_k, c.neighbors_k_max, notes)
+        offset = _as_offset(args.get("offset"))
 
         searchable = query is not None and self._searchable(query)
         if query is not None and query.strip() and not searchable:
             notes.append(f"note: query {_show(query)} has no searchable words (only stopwords); "
                          "neighbors are listed in id order.")
-        ranking = self.rank_neighbors(v, query if searchable else None, types, rels, k)
+        ranking = self.rank_neighbors(v, query if searchable else None, types, rels, k, offset)
         scores, total = ranking.scores, ranking.total
         if scores is not None:
             notes.append(f"ranked by match to the query; {ranking.matched} of {total} contain query terms.")
@@ -365,6 +375,11 @@ class ToolSet:
             header += f" node_types={_show(types)}"
         if rels:
             header += f" relations={_show(rels)}"
+        if offset:
+            header += f" offset={offset}"
+            if offset >= total > 0:
+                notes.append(f"note: offset={offset} is past the last of the {total} neighbors; "
+                             "use a smaller offset (0 starts from the top).")
         if total == 0:
             notes.append(self._no_neighbors_note(v, types, rels))
         shown_scores = scores.tolist() if scores is not None else [None] * len(ranking.ids)
@@ -374,12 +389,27 @@ class ToolSet:
         if any(o is not None for links in ranking.links for _, o in links):
             notes.append(f"(-> r: edge {v} -r-> neighbor; <- r: edge neighbor -r-> {v})")
         text, shown = render(header, lines, total, what, notes, c.max_observation_tokens)
+        if c.neighbor_paging:
+            text += self._paging_note(offset, len(shown), total)
         return ToolResult(text, shown)
 
+    @staticmethod
+    def _paging_note(offset: int, shown: int, total: int) -> str:
+        """The footer's paging line: where this page sits and, when more remain, the call for the next."""
+        if shown == 0:
+            return ""
+        first, last = offset + 1, offset + shown
+        remaining = total - last
+        if remaining <= 0:
+            return f"\n(neighbors {first}-{last} of {total}: none remain)"
+        return (f"\n(neighbors {first}-{last} of {total}: {remaining} more; call explore_neighbors again with "
+                f"the same node_id, query and filters and offset={last} for the next ones)")
+
     def rank_neighbors(self, v: int, query: str | None, node_types: Sequence[str] | None,
-                       relations: Sequence[str] | None, k: int) -> "NeighborRanking":
-        """The top-``k`` distinct neighbors of ``v`` (not ``v`` itself) passing the filters: by BM25 of
-        ``query`` (descending, ties by lower id) or, without a query, in ascending id order."""
+                       relations: Sequence[str] | None, k: int, offset: int = 0) -> "NeighborRanking":
+        """The top-``k`` distinct neighbors of ``v`` (not ``v`` itself) passing the filters, after the
+        first ``offset`` of the ranking: by BM25 of ``query`` (descending, ties by lower id) or, without
+        a query, in ascending id order."""
         g = self.graph
         edges = g.neighbors(v, node_types, relations)
         nodes, rel, out = edges.nodes, edges.relations, edges.outgoing
@@ -389,10 +419,11 @@ class ToolSet:
         scores = matched = None
         if query is not None:
             all_scores = self.index.score(query, uniq)
-            order, matched = _top_k_matched(all_scores, k)
+            order, matched = _top_k_matched(all_scores, offset + k)
+            order = order[offset:]
             scores = all_scores[order]
         else:
-            order = np.arange(min(k, len(uniq)))
+            order = np.arange(min(offset, len(uniq)), min(offset + k, len(uniq)))
         names = g.relation_names
         both_ways = self._both_ways()
         links = []
