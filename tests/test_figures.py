@@ -249,7 +249,7 @@ def test_ablation_names_and_labels_come_from_the_configs():
         cfg = compose([f"ablation={name}"])
         assert cfg.ablation.name == name and F.ABLATIONS[name] == cfg.ablation.label
     paper = F.load_paper_table("table2_ablation", PAPER)
-    assert set(paper.setup) == set(F.ABLATIONS)
+    assert set(paper.setup) <= set(F.ABLATIONS)   # every paper toolset has its config (paging is ours)
 
 
 def test_stark_shares_file_is_cited():

@@ -48,7 +48,7 @@ def test_default_toolset_has_no_offset_and_rejects_it(graph, index):
     assert "offset" not in fn[NEIGHBORS]["parameters"]["properties"]
     assert "offset" not in fn[NEIGHBORS]["description"]
     r = tools.call(NEIGHBORS, {"node_id": 0, "offset": 2})
-    assert 'unknown argument "offset" for explore_neighbors' in r.error
+    assert 'explore_neighbors has no argument "offset"' in r.error
     assert "more; call" not in tools.call(NEIGHBORS, {"node_id": 0, "k": 2}).observation
 
 

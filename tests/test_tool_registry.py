@@ -78,7 +78,7 @@ def test_the_switch_offers_or_removes_the_third_tool(graph, index, third_tool):
     assert ToolSet(graph, index).tool_names == ["search_graph", "explore_neighbors", "count_nodes"]
     off = ToolSet(graph, index, ToolConfig(switches={"count_nodes": False}))
     assert off.tool_names == ["search_graph", "explore_neighbors"]
-    assert "available tools: search_graph, explore_neighbors" in off.call("count_nodes", {"node_type": "drug"}).error
+    assert "call one of: search_graph, explore_neighbors" in off.call("count_nodes", {"node_type": "drug"}).error
     with pytest.raises(ValueError, match="unknown tool switch 'cont_nodes'.*valid switches: .*count_nodes"):
         ToolSet(graph, index, ToolConfig(switches={"cont_nodes": True}))
 
@@ -109,8 +109,8 @@ def test_third_tool_flows_into_schema_prompt_stats_and_figures(tmp_path, graph, 
     traj = json.loads(next((out / "trajectories").iterdir()).read_text())[0]
     observations = [o for s in traj["steps"] for o in s["observations"]]
     assert observations[0] == "2 nodes of type drug: [6, 7]"
-    assert "Select only ids returned by search_graph or explore_neighbors or count_nodes." in observations[3]
-    assert "valid tools: search_graph, explore_neighbors, count_nodes, select, finish" in observations[4]
+    assert "Select only ids that search_graph or explore_neighbors or count_nodes returned." in observations[3]
+    assert "Call one of: search_graph, explore_neighbors, count_nodes, select, finish." in observations[4]
 
     assert summary["tool_calls"] == {"search_graph": 1, "explore_neighbors": 0, "count_nodes": 2}
     assert summary["tool_share"]["count_nodes"] == pytest.approx(2 / 3)
