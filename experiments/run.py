@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import logging
 import os
@@ -366,18 +365,15 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
 
 
 def sweep_points(overrides: list[str] | tuple[str, ...] = ()) -> list[list[str]]:
-    """Expand an experiment's ``hydra.sweeper.params`` grid (command-line values win) into the
-    override lists of its runs, in the order the basic launcher runs them."""
+    """The override lists of an experiment's runs, expanded by Hydra's own basic sweeper: its
+    ``hydra.sweeper.params`` first, then the command line's overrides, which win on the same key."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
     cfg = compose(overrides)
-    params = dict(cfg.hydra.sweeper.get("params") or {})
-    given = {o.split("=", 1)[0].lstrip("+~"): o.split("=", 1)[1] for o in overrides if "=" in o}
-    for key, value in given.items():
-        if key in params or "," in value:
-            params[key] = value
-    base = [o for o in overrides if "=" not in o or o.split("=", 1)[0].lstrip("+~") not in params]
-    keys = list(params)
-    grids = [str(params[k]).split(",") for k in keys]
-    return [base + [f"{k}={v}" for k, v in zip(keys, combo)] for combo in itertools.product(*grids)]
+    params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.get("params") or {}).items()]
+    parsed = OverridesParser.create().parse_overrides([*params, *overrides])
+    return BasicSweeper.split_arguments(parsed, None)[0]
 
 
 def remove_unstarted(job_dir: Path, runs_root: Path) -> None:
