@@ -7,19 +7,8 @@ import re
 
 import pytest
 
-from ark.text_index import BM25Index
 from ark.tools import NEIGHBORS, ToolConfig, ToolSet
-from tests.toy_graph import toy_graph
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return toy_graph()
-
-
-@pytest.fixture(scope="module")
-def index(graph):
-    return BM25Index.build(graph.texts())
+from tests.toy_graph import graph, index  # graph, index: shared fixtures
 
 
 @pytest.fixture(scope="module")

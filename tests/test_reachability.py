@@ -14,19 +14,8 @@ import pytest
 from ark import reachability as R
 from ark.sources import GraphSource
 from ark.stark import Query, QuerySet
-from ark.text_index import BM25Index
 from ark.tools import ToolConfig, ToolSet
-from tests.toy_graph import toy_graph
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return toy_graph()
-
-
-@pytest.fixture(scope="module")
-def index(graph):
-    return BM25Index.build(graph.texts())
+from tests.toy_graph import toy_graph, graph, index  # graph, index: shared fixtures
 
 
 @pytest.fixture(scope="module")

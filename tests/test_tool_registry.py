@@ -16,12 +16,11 @@ from ark.agent import ARKRetriever, AgentConfig
 from ark.llm import BackboneConfig, LLMClient
 from ark.prompts import system_prompt
 from ark.runner import RunSettings, run_queries
-from ark.text_index import BM25Index
 from ark.tool_registry import Param, Tool
 from ark.tools import ToolConfig, ToolResult, ToolSet
 from experiments import figures
 from tests.scripted_server import ScriptedServer, tool_reply
-from tests.toy_graph import toy_graph
+from tests.toy_graph import graph, index  # graph, index: shared fixtures
 
 
 def count_nodes(toolset: ToolSet, args: dict) -> ToolResult:
@@ -42,16 +41,6 @@ COUNT = Tool("count_nodes", "Count the nodes of one type.",
 def third_tool():
     with tool_registry.registered(COUNT):
         yield COUNT
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return toy_graph()
-
-
-@pytest.fixture(scope="module")
-def index(graph):
-    return BM25Index.build(graph.texts())
 
 
 @dataclass(frozen=True)

@@ -19,19 +19,9 @@ from ark.graph import KnowledgeGraph
 from ark.observation import approx_tokens
 from ark.text_index import BM25Index
 from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolResult, ToolSet
-from tests.toy_graph import NODE_TYPES, RELATIONS, toy_graph
+from tests.toy_graph import NODE_TYPES, RELATIONS, graph, index  # graph, index: shared fixtures
 
 GOLDEN = Path(__file__).parent / "golden"
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return toy_graph()
-
-
-@pytest.fixture(scope="module")
-def index(graph):
-    return BM25Index.build(graph.texts())
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,10 @@ this listing. ``python -m tests.toy_graph`` prints it.
 
 from __future__ import annotations
 
+import pytest
+
 from ark.graph import KnowledgeGraph
+from ark.text_index import BM25Index
 
 NODE_TYPES = ["disease", "gene/protein", "drug", "effect/phenotype"]
 RELATIONS = ["associated with", "indication", "phenotype present", "parent-child", "target"]
@@ -69,3 +72,15 @@ def toy_graph(name: str = "toy") -> KnowledgeGraph:
 
 if __name__ == "__main__":
     print(toy_graph())
+
+
+@pytest.fixture(scope="module")
+def graph():
+    """The toy graph, once per test module that imports this fixture."""
+    return toy_graph()
+
+
+@pytest.fixture(scope="module")
+def index(graph):
+    """A BM25 index over the toy graph's documents."""
+    return BM25Index.build(graph.texts())
