@@ -16,26 +16,14 @@ from ark.fusion import fuse
 from ark.llm import BackboneConfig, LLMClient
 from ark.llm_cache import ResponseCache
 from ark.prompts import load_template, prompt_versions, system_prompt
-from ark.text_index import BM25Index
-from ark.tools import ToolConfig, ToolSet
 from ark.trajectory import Trajectory
 from tests.scripted_server import (ScriptedServer, context_length_error, rate_limited, server_error, slow,
                                    text_reply, tool_reply)
-from tests.toy_graph import toy_graph
+from tests.toy_graph import graph, index, toolset  # shared fixtures
 
 Q = "Which gene is associated with Marfan syndrome?"
 SEARCH = ("search_graph", {"query": "Marfan syndrome"})
 NEIGHBORS = ("explore_neighbors", {"node_id": 0})
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return toy_graph()
-
-
-@pytest.fixture(scope="module")
-def toolset(graph):
-    return ToolSet(graph, BM25Index.build(list(graph.texts())), ToolConfig())
 
 
 def client(server: ScriptedServer, cache=None, **kw) -> LLMClient:

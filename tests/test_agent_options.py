@@ -12,24 +12,12 @@ from hydra.utils import instantiate
 
 from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever
 from ark.llm import BackboneConfig, LLMClient
-from ark.text_index import BM25Index
-from ark.tools import ToolConfig, ToolSet
 from tests.scripted_server import ScriptedServer, text_reply, tool_reply
-from tests.toy_graph import toy_graph
+from tests.toy_graph import graph, index, toolset  # shared fixtures
 
 Q = "Which gene is associated with Marfan syndrome?"
 SEARCH = ("search_graph", {"query": "Marfan syndrome"})
 FORCED = {"type": "function", "function": {"name": "search_graph"}}
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return toy_graph()
-
-
-@pytest.fixture(scope="module")
-def toolset(graph):
-    return ToolSet(graph, BM25Index.build(list(graph.texts())), ToolConfig())
 
 
 def run(server, graph, toolset, **agent_kw):

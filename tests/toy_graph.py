@@ -84,3 +84,11 @@ def graph():
 def index(graph):
     """A BM25 index over the toy graph's documents."""
     return BM25Index.build(graph.texts())
+
+
+@pytest.fixture(scope="module")
+def toolset(graph, index):
+    """The full toolset (paper defaults) over the toy graph."""
+    from ark.tools import ToolConfig, ToolSet
+
+    return ToolSet(graph, index, ToolConfig())
