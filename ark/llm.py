@@ -199,6 +199,10 @@ class BackboneConfig:
     # ark.agent.AgentConfig options this backbone runs with unless the command line says otherwise
     # (conf/budget reads them, e.g. {"first_search": true} for a small local model); the client ignores them
     agent: dict = field(default_factory=dict)
+    # how the server turns messages into the model's prompt, part of every LLM cache key when set, so a
+    # change of rendering never replays replies the model gave to a prompt rendered otherwise.
+    # None: ark.local_chat.REVISION for provider local (the server `LocalServer` runs), else unset
+    serving: str | None = None
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
@@ -207,6 +211,9 @@ class BackboneConfig:
             raise ValueError(f"provider {self.provider!r} needs base_url, e.g. http://127.0.0.1:8000/v1")
         if self.required_tool_choice is None:
             self.required_tool_choice = "auto" if self.provider == "local" else "required"
+        if self.serving is None and self.provider == "local":
+            from ark.local_chat import REVISION
+            self.serving = REVISION
         if self.required_tool_choice not in TOOL_CHOICES:
             raise ValueError(f"unknown required_tool_choice {self.required_tool_choice!r}; "
                              f"valid: {list(TOOL_CHOICES)}")
@@ -388,8 +395,8 @@ class LLMClient:
             params["seed"] += agent_index
         key = None
         if self.cache is not None:
-            key = cache_key(model=self.config.model, messages=messages, tools=tools, params=params,
-                            agent_index=agent_index)
+            model = self.config.model if self.config.serving is None else f"{self.config.model}|{self.config.serving}"
+            key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index)
             hit = self.cache.get(key)
             if hit is not None:
                 self.stats.cache_hits += 1

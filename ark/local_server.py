@@ -5,8 +5,9 @@
         ...
     # or from a shell:  python -m ark.local_server [path/to/model.gguf]   (Ctrl-C stops it)
 
-It runs ``python -m llama_cpp.server --model <gguf> --host 127.0.0.1 --port <free port>
---chat_format chatml-function-calling`` in its own process group, waits until ``GET /v1/models``
+It runs ``python -m ark.local_chat --model <gguf> --host 127.0.0.1 --port <free port>
+--chat_format chatml-function-calling`` (llama_cpp.server with each completion bounded by the
+request's ``max_tokens``: `ark.local_chat` says why) in its own process group, waits until ``GET /v1/models``
 answers, writes the server's output to a log file, and on exit terminates it (then kills it after
 a grace period). Only that process is ever signalled.
 
@@ -132,7 +133,7 @@ class LocalServer:
 
     def command(self, model: Path, port: int) -> list[str]:
         c = self.config
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
+        cmd = [sys.executable, "-m", "ark.local_chat", "--model", str(model),
                "--model_alias", self.model_alias(model), "--host", c.host, "--port", str(port),
                "--chat_format", c.chat_format, "--n_ctx", str(c.n_ctx)]
         if c.n_threads:

@@ -207,6 +207,23 @@ def test_cache_replays_without_http(tmp_path):
     assert client.stats.cache_hits == 1 and client.stats.http_requests == 2
 
 
+def test_cache_keeps_replies_of_another_prompt_rendering_apart(tmp_path):
+    from ark.local_chat import REVISION
+
+    script = [tool_reply(("search_graph", {"query": q})) for q in "abc"]
+    with ScriptedServer(script) as s:
+        def client(**kw):
+            return LLMClient(BackboneConfig(provider="local", base_url=s.base_url, **kw), cache=tmp_path / "c.sqlite")
+
+        assert BackboneConfig(provider="local", base_url=s.base_url).serving == REVISION
+        assert BackboneConfig(provider="vllm", base_url=s.base_url).serving is None
+        first = run(client().chat(MESSAGES, TOOLS))
+        assert run(client().chat(MESSAGES, TOOLS)).cached and s.calls == 1
+        other = run(client(serving="llama_cpp.server").chat(MESSAGES, TOOLS))  # same messages, other rendering
+        assert not other.cached and s.calls == 2
+    assert json.loads(first.tool_calls[0].arguments) == {"query": "a"}
+
+
 def test_cache_key_covers_request():
     k = dict(model="m", messages=MESSAGES, tools=TOOLS, params={"temperature": 0.7, "seed": 1},
              agent_index=0)
@@ -405,7 +422,7 @@ def test_local_server_config_validation(tmp_path):
         LocalServerConfig(host="0.0.0.0")
     server = LocalServer(model_path=str(tmp_path / "model.gguf"), model_alias="tiny", n_threads=3)
     cmd = server.command(tmp_path / "model.gguf", 5555)
-    assert cmd[1:3] == ["-m", "llama_cpp.server"]
+    assert cmd[1:3] == ["-m", "ark.local_chat"]
     flags = dict(zip(cmd[3::2], cmd[4::2]))
     assert flags == {"--model": str(tmp_path / "model.gguf"), "--model_alias": "tiny",
                      "--host": "127.0.0.1", "--port": "5555", "--chat_format": CHAT_FORMATS[0],
