@@ -224,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("build", help="build (or reuse) a graph's cache and print its statistics",
-                       description="Build the graph cache under <root>/cache/<name> (rebuilt when the input "
-                                   "files change) and print node, edge and query counts.")
+                       description="Build the graph cache under <root>/cache/<name> (a tables graph: "
+                                   "<name>-<hash of its folder>; rebuilt when the input files change) and "
+                                   "print node, edge and query counts.")
     _add_graph_args(p)
     p.add_argument("--rebuild", action="store_true", help="rebuild even when the cache is valid")
     p.add_argument("--index", action="store_true", help="also build the BM25 index the tools use")

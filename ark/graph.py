@@ -147,6 +147,7 @@ class KnowledgeGraph:
         self._rel_index = {r: i for i, r in enumerate(self.relation_names)}
         self.meta = meta or {}
         self._external_index: dict[str, int] | None = None
+        self.directory: Path | None = None  # the cache folder it was loaded from (`load`); None when built
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -442,9 +443,11 @@ class KnowledgeGraph:
         if meta.get("external_id_type"):
             keep["external_id_type"] = meta["external_id_type"]
         keep["num_stored_edges"] = meta["num_edges"]
-        return cls(meta["name"], meta["node_type_names"], meta["relation_names"], arrays["node_types"],
-                   arrays["indptr"], arrays["nbr"], arrays["rel"], arrays["out"], table,
-                   arrays["candidate_ids"], keep, nbr_type=arrays["nbr_type"])
+        graph = cls(meta["name"], meta["node_type_names"], meta["relation_names"], arrays["node_types"],
+                    arrays["indptr"], arrays["nbr"], arrays["rel"], arrays["out"], table,
+                    arrays["candidate_ids"], keep, nbr_type=arrays["nbr_type"])
+        graph.directory = d
+        return graph
 
     def stored_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The stored directed edges as ``(src, dst, relation id)`` arrays, grouped by source node."""

@@ -7,9 +7,10 @@ Built with the official ``mcp`` SDK's ``MCPServer`` (called FastMCP before mcp 2
 agent's `ark.tools.ToolSet` becomes one MCP tool with the **same name, description and JSON schema**
 (``ToolSet.openai_tools()``), and a call returns the **same observation text** the agent reads
 (``ToolSet.call``). Arguments go to ``ToolSet.call`` as the client sent them, so they are checked
-and coerced exactly as for the agent; a call the tool rejects (unknown node, unknown type, missing
-query, unknown argument) comes back as an MCP tool error (``isError``) carrying the tool's message,
-and the server keeps serving.
+and coerced exactly as for the agent (unknown argument names included: they reach ``ToolSet.call``
+instead of pydantic); a call the tool rejects (unknown node, unknown type, missing query, unknown
+argument) comes back as an MCP tool error (``isError``) carrying the tool's one-line message after the
+SDK's ``Error executing tool <name>:``, and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def _tool(tools, spec: dict):
     def call(**arguments: Any) -> str:
         result = tools.call(name, {k: v for k, v in arguments.items() if v is not None})
         if result.error:
-            raise ToolError(result.observation)
+            raise ToolError(result.error)   # the tool's one sentence, as the agent reads it after "Error: "
         return result.observation
 
     # the SDK reads parameters from the signature: one optional keyword per schema property, values
@@ -41,10 +42,13 @@ def _tool(tools, spec: dict):
          for p in schema["properties"]], return_annotation=str)
     call.__name__ = name
     tool = Tool.from_function(call, name=name, description=fn_spec["description"], structured_output=False)
-    # unknown argument names are an error for the agent; make them one here too (pydantic ignores them)
-    strict = type(f"{name}_arguments", (tool.fn_metadata.arg_model,),
-                  {"model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid")})
-    metadata = tool.fn_metadata.model_copy(update={"arg_model": strict})
+    # pydantic would drop unknown argument names (or, forbidden, answer with its own multi-line report);
+    # pass them on, so ToolSet.call rejects them in the one line the agent reads, naming the valid ones
+    base = tool.fn_metadata.arg_model
+    passthrough = type(f"{name}_arguments", (base,), {
+        "model_config": ConfigDict(arbitrary_types_allowed=True, extra="allow"),
+        "model_dump_one_level": lambda self: {**base.model_dump_one_level(self), **(self.model_extra or {})}})
+    metadata = tool.fn_metadata.model_copy(update={"arg_model": passthrough})
     return tool.model_copy(update={"parameters": schema, "fn_metadata": metadata})
 
 

@@ -41,10 +41,23 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ark.graph import KnowledgeGraph
 from ark.sources import DEFAULT_ROOT, GraphSource, files_fingerprint
+
+
+class _Compute:
+    """``pyarrow.compute``, imported on first use (then bound as the module's ``pc``): a sweep job that
+    opens a cached graph and its resolved queries never needs it, and its import costs 0.1-0.3 s."""
+
+    def __getattr__(self, name: str):
+        import pyarrow.compute as module
+
+        globals()["pc"] = module
+        return getattr(module, name)
+
+
+pc = _Compute()
 
 NODE_COLUMNS = ("id", "type", "name", "text")
 EDGE_COLUMNS = ("src", "dst", "relation")
@@ -52,6 +65,7 @@ QUERY_COLUMNS = ("id", "query", "answers")
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 SETTINGS_FILE = "graph.json"
 SETTINGS_KEYS = ("name", "candidate_types", "candidates", "template", "node_types", "relations")
+QUERIES_CACHE, QUERIES_CACHE_VERSION = "queries.json", 1   # resolved query sets, beside the graph cache
 DEFAULT_SPLIT = "test"
 
 
@@ -317,6 +331,13 @@ def _vocabulary(values: pa.Array, order: Sequence[str] | None, path: Path, colum
 
 
 # ============================================================================ documents
+def _decoded(arr: pa.Array) -> pa.Array:
+    """A dictionary-encoded text column (as Parquet stores a repeated ``type``) as plain large strings."""
+    if pa.types.is_dictionary(arr.type):
+        return arr.dictionary.cast(pa.large_string()).take(arr.indices)
+    return arr
+
+
 def documents(table: pa.Table, names: pa.Array, types: pa.Array, texts: pa.Array,
               template: str | None, path: Path) -> pa.Array:
     """The node documents (see the module docstring for the layout)."""
@@ -330,6 +351,7 @@ def documents(table: pa.Table, names: pa.Array, types: pa.Array, texts: pa.Array
                 raise TablesError(f"{_where(path, i, None)}: template {template!r} failed ({type(e).__name__}: "
                                   f"{e}); columns: {', '.join(table.column_names)}") from None
         return pa.array(out, pa.large_string())
+    names, types, texts = (_decoded(a) for a in (names, types, texts))
     parts = [pa.scalar("- name: ", pa.large_string()), names, pa.scalar("\n- type: ", pa.large_string()),
              types, pa.scalar("\n", pa.large_string()), texts]
     for column in table.column_names:
@@ -417,6 +439,14 @@ class TablesSource(GraphSource):
         return files_fingerprint([], None) if False else _hash(h, json.dumps(
             [self.candidate_types, self.template, [str(p.resolve()) for p in self._input_files()]]))
 
+    @property
+    def cache_dir(self) -> Path:
+        """``<root>/cache/<name>-<8 hex digits of where the tables are>``: two graphs under one name (e.g.
+        both left at ``graph.name=tables``) never share a cache, and a folder keeps its own when renamed
+        by ``name``."""
+        where = [self.folder] if self.folder is not None else [self.nodes_path, self.edges_path]
+        return self.root / "cache" / f"{self.name}-{_hash(*(str(Path(p).resolve()) for p in where))[:8]}"
+
     def describe(self) -> dict:
         return {**super().describe(), "nodes": str(self.nodes_path), "edges": str(self.edges_path),
                 "queries": str(self.queries_path) if self.queries_path else None,
@@ -472,11 +502,51 @@ class TablesSource(GraphSource):
 
     # ------------------------------------------------------------------ queries
     def read_queries(self):
-        from ark.stark import Query, QuerySet
+        """The query sets, resolved once per graph cache: the answers' external ids are looked up in the
+        graph (a hash table over every node id, seconds at MAG scale) on first use and the result is kept
+        in ``<cache>/queries.json``, which a rebuilt graph (any input file changed) invalidates."""
+        from ark.stark import QuerySet
 
         if self.queries_path is None:
             return QuerySet(self.name, {}, {})
         graph = self.graph()
+        cached = self._cached_queries(graph)
+        if cached is not None:
+            return cached
+        queries = self._resolve_queries(graph)
+        self._save_queries(graph, queries)
+        return queries
+
+    def _queries_file(self, graph: KnowledgeGraph) -> Path:
+        return (graph.directory or self.cache_dir) / QUERIES_CACHE
+
+    def _cached_queries(self, graph: KnowledgeGraph):
+        from ark.stark import Query, QuerySet
+
+        try:
+            data = json.loads(self._queries_file(graph).read_text())
+        except (OSError, ValueError):
+            return None
+        if data.get("graph") != graph.fingerprint or data.get("version") != QUERIES_CACHE_VERSION:
+            return None
+        queries = {q[0]: Query(q[0], q[1], tuple(q[2])) for q in data["queries"]}
+        return QuerySet(self.name, queries, data["splits"])
+
+    def _save_queries(self, graph: KnowledgeGraph, queries) -> None:
+        path = self._queries_file(graph)
+        data = {"version": QUERIES_CACHE_VERSION, "graph": graph.fingerprint,
+                "queries": [[q.id, q.text, list(q.answer_ids)] for q in queries.queries.values()],
+                "splits": queries.splits}
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(json.dumps(data, ensure_ascii=False))
+            os.replace(tmp, path)   # a concurrent job reads the old file or the whole new one
+        except OSError:
+            tmp.unlink(missing_ok=True)   # a read-only cache: resolved again next time
+
+    def _resolve_queries(self, graph: KnowledgeGraph):
+        from ark.stark import Query, QuerySet
+
         path = self.queries_path
         table = read_table(path, QUERY_COLUMNS, ("id",))
         qid_array, qkind = _ids(table, "id", path)

@@ -446,6 +446,18 @@ class BM25Index:
         finally:
             self._scratch.append(pos)
 
+    def warm_up(self) -> None:
+        """Load the numba kernels of `search` and `score` for this index's arrays, on empty inputs (no
+        scores computed). The first call of any numba kernel in a process initialises numba's compiler
+        target (about 0.5 s of imports, even with every kernel in numba's on-disk cache); doing it here
+        lets a caller pay that off the critical path, e.g. in a thread while the agent waits for its
+        first LLM reply (`ark.tools.ToolSet.warm_up`)."""
+        no_tokens = np.empty(0, dtype=np.int64)
+        _search_kernel(self._data, self._indices, self._indptr, no_tokens, self.num_docs, 1, self._no_mask, False)
+        pos = np.zeros(1, dtype=np.int32)
+        _subset_kernel(self._data, self._indices, self._indptr, no_tokens, no_tokens, pos, SCAN_RATIO)
+        _is_sorted(no_tokens)
+
     def full_scores(self, query: str) -> np.ndarray:
         """Scores of every document (bm25s' own dense computation); for tests and checks."""
         qtok = self.token_ids(query)

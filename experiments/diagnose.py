@@ -37,6 +37,7 @@ def build_toolset(graph, tools_cfg: DictConfig, settings: R.ReachSettings, index
     tools = instantiate(tools_cfg)
     tools.search_k_max = max(tools.search_k_max, *settings.ks)
     tools.neighbors_k_max = max(tools.neighbors_k_max, settings.neighbors_k)
+    index_cache = index_cache or graph.directory   # default: inside the graph's own cache folder
     index = load_index(graph, index_cache) if index_cache else BM25Index.build(graph.texts())
     return ToolSet(graph, index, tools)
 

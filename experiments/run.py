@@ -49,12 +49,14 @@ KEY_PROVIDERS = ("openai", "azure")
 
 
 def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index_cache: str | None = None):
-    """ARKRetriever over ``graph``: BM25 index (cached), tool set, LLM client (with response cache)."""
+    """ARKRetriever over ``graph``: BM25 index (cached under ``index_cache``, by default inside the graph's
+    own cache folder; built in memory for a graph without one), tool set, LLM client (with response cache)."""
     from ark.agent import ARKRetriever
     from ark.llm import LLMClient
     from ark.text_index import load_index
     from ark.tools import ToolSet
 
+    index_cache = index_cache or graph.directory
     index = load_index(graph, index_cache) if index_cache else None
     if index is None:
         from ark.text_index import BM25Index
@@ -63,14 +65,17 @@ def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index
     if llm_cache:
         Path(llm_cache).parent.mkdir(parents=True, exist_ok=True)
     llm = LLMClient(backbone, cache=llm_cache)
-    return ARKRetriever(llm, ToolSet(graph, index, tools), graph, agent)
+    toolset = ToolSet(graph, index, tools)
+    toolset.warm_up()   # numba's first-call set-up, while the agents wait for their first LLM reply
+    return ARKRetriever(llm, toolset, graph, agent)
 
 
 def build_bm25(graph, index_cache: str | None = None, top: int = 100):
-    """The BM25 baseline over the graph's candidates (index cached under ``index_cache``)."""
+    """The BM25 baseline over the graph's candidates (index cached under ``index_cache``, by default
+    inside the graph's own cache folder)."""
     from ark.baselines import BM25Retriever
 
-    return BM25Retriever(graph, cache_dir=index_cache, top=top)
+    return BM25Retriever(graph, cache_dir=index_cache or graph.directory, top=top)
 
 
 def agent_options(agent_cfg) -> str:

@@ -96,7 +96,9 @@ def test_build_and_export_commands(capsys, root, tmp_path):
     stats = json.loads(out)
     assert code == 0 and stats["name"] == "kg2" and stats["nodes"] == 37
     assert stats["queries_per_split"] == {"test": 5, "train": 2, "val": 2}
-    assert (Path(root) / "cache" / "kg2" / "bm25").is_dir()
+    cache = Path(stats["cache"])                       # the folder's own cache under the name it was given
+    assert cache.parent == Path(root) / "cache" and cache.name.startswith("kg2-")
+    assert Path(stats["bm25_index"]) == cache / "bm25" and (cache / "bm25").is_dir()
     code, out, _ = run_cli(capsys, "export", "--graph", str(KG), "--root", root, "--out", str(tmp_path / "o"),
                            "--format", "csv")
     assert code == 0 and out.strip().endswith(f"to {tmp_path / 'o'}")
@@ -144,6 +146,7 @@ def test_mcp_server_over_stdio(root, agent_tools):
                 got["bad"] = [await s.call_tool(NEIGHBORS, a) for a in
                               ({"node_id": 999}, {"node_id": 1, "node_types": ["book"]}, {"query": "x"},
                                {"node_id": 1, "bogus": 1})]
+                got["bad"].append(await s.call_tool(SEARCH, {"query": "agents", "top": 3, "kk": 1}))
                 got["unknown"] = await s.call_tool("delete_graph", {})
                 got["after"] = await s.call_tool(SEARCH, {"query": "agents"})      # still serving
 
@@ -161,7 +164,11 @@ def test_mcp_server_over_stdio(root, agent_tools):
     assert "node_id 999 does not exist; use an id shown in an earlier result (ids run from 0 to 36)" in texts[0]
     assert 'node_types names the unknown node type "book"; use only these node types: "paper"' in texts[1]
     assert "explore_neighbors needs the argument node_id" in texts[2]
-    assert "bogus" in texts[3]
+    assert all("\n" not in t for t in texts)                                 # one line each
+    assert texts[3] == ("Error executing tool explore_neighbors: explore_neighbors has no argument \"bogus\"; "
+                        "its arguments are: node_id, query, node_types, relations, k.")
+    assert texts[4] == ("Error executing tool search_graph: search_graph has no argument \"top\", \"kk\"; "
+                        "its arguments are: query, k, node_types.")
     assert got["unknown"].is_error and "delete_graph" in got["unknown"].content[0].text
     assert not got["after"].is_error and got["after"].content[0].text.startswith('search_graph query="agents"')
 

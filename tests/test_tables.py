@@ -148,14 +148,18 @@ def _write_edges(folder, df):
     df.to_json(folder / "edges.jsonl", orient="records", lines=True)
 
 
+def _set_node(folder, row, column, value):
+    df = _nodes(folder)
+    df.loc[row, column] = value
+    df.to_csv(folder / "nodes.csv", index=False)
+
+
 def _break(kind, folder):
     if kind == "missing column":
         _nodes(folder).drop(columns=["text"]).to_csv(folder / "nodes.csv", index=False)
         return r"nodes\.csv: missing column 'text'; columns present: id, type, name, year, country"
     if kind == "duplicate id":
-        df = _nodes(folder)
-        df.loc[5, "id"] = "P2"
-        df.to_csv(folder / "nodes.csv", index=False)
+        _set_node(folder, 5, "id", "P2")
         return r"nodes\.csv: row 6, column 'id': duplicate node id 'P2' \(first at row 2\)"
     if kind == "unknown edge endpoint":
         df = _edges(folder)
@@ -169,9 +173,7 @@ def _break(kind, folder):
         df.to_json(folder / "nodes.jsonl", orient="records", lines=True)
         return r"nodes\.jsonl: row 3, column 'text': null text"
     if kind == "empty text":
-        df = _nodes(folder)
-        df.loc[4, "text"] = "   "
-        df.to_csv(folder / "nodes.csv", index=False)
+        _set_node(folder, 4, "text", "   ")
         return r"nodes\.csv: row 5, column 'text': empty text"
     if kind == "mixed ids in one column":
         df = _edges(folder).astype(object)
@@ -218,10 +220,11 @@ def test_bad_input_leaves_the_previous_cache_intact(kg, tmp_path):
     with pytest.raises(TablesError):
         source(kg, tmp_path).graph()
     cache = tmp_path / "data" / "cache"
-    assert sorted(p.name for p in cache.iterdir()) == ["tables_kg"]          # no half-written folder beside it
+    name = source(kg, tmp_path).cache_dir.name
+    assert sorted(p.name for p in cache.iterdir()) == [name]          # no half-written folder beside it
     from ark.graph import KnowledgeGraph
 
-    assert KnowledgeGraph.load(cache / "tables_kg").fingerprint == good.fingerprint
+    assert KnowledgeGraph.load(cache / name).fingerprint == good.fingerprint
 
 
 def test_a_changed_input_file_rebuilds_the_cache(kg, tmp_path, monkeypatch):
@@ -231,13 +234,66 @@ def test_a_changed_input_file_rebuilds_the_cache(kg, tmp_path, monkeypatch):
     source(kg, tmp_path).graph()
     source(kg, tmp_path).graph()
     assert len(builds) == 1
-    df = _nodes(kg)
-    df.loc[0, "text"] = "A completely new abstract about lexical search."
-    df.to_csv(kg / "nodes.csv", index=False)
+    _set_node(kg, 0, "text", "A completely new abstract about lexical search.")
     g = source(kg, tmp_path).graph()
     assert len(builds) == 2 and "completely new abstract" in g.node_text(0)
     source(kg, tmp_path, candidate_types=["paper"]).graph()      # other settings: another graph
     assert len(builds) == 3
+
+
+def test_two_folders_under_the_default_name_never_share_a_cache(kg, tmp_path, monkeypatch):
+    """`graph=tables` leaves `graph.name=tables`: each folder still gets its own graph, BM25 index and
+    resolved queries, and neither rebuilds the other's."""
+    from hydra.utils import instantiate
+
+    from experiments.run import build_bm25, compose
+
+    other = tmp_path / "other"
+    shutil.copytree(kg, other)
+    _set_node(other, 0, "text", "Lexical matching of rare words beats embeddings on tail entities.")
+    builds = []
+    real = TablesSource.build
+    monkeypatch.setattr(TablesSource, "build", lambda self: builds.append(self.folder) or real(self))
+
+    def job(folder):
+        cfg = compose(["graph=tables", f"graph.path={folder}", f"paths.data={tmp_path / 'data'}", "retriever=bm25"])
+        assert cfg.graph.name == "tables"
+        s = instantiate(cfg.graph)
+        g = s.graph()
+        ranking = instantiate(cfg.retriever.build)(graph=g).retrieve("lexical matching rare words tail entities")
+        return s, g, ranking
+
+    (s1, g1, r1), (s2, g2, r2) = job(kg), job(other)
+    assert s1.cache_dir != s2.cache_dir and s1.cache_dir.parent == s2.cache_dir.parent
+    assert s1.cache_dir.name.startswith("tables-") and s2.cache_dir.name.startswith("tables-")
+    assert "Lexical matching" in g2.node_text(0) and "Lexical matching" not in g1.node_text(0)
+    assert r2[0] == 0 and r1[0] != 0                  # each BM25 index is its own graph's
+    assert (s1.cache_dir / "bm25_unstemmed").is_dir() and (s2.cache_dir / "bm25_unstemmed").is_dir()
+    assert len(builds) == 2
+    (t1, h1, q1), (t2, h2, q2) = job(kg), job(other)   # again, in either order: nothing is rebuilt
+    assert len(builds) == 2 and (h1.fingerprint, h2.fingerprint) == (g1.fingerprint, g2.fingerprint)
+    assert (q1, q2) == (r1, r2)
+
+
+def test_resolved_queries_are_cached_with_the_graph(kg, tmp_path, monkeypatch):
+    first = source(kg, tmp_path)
+    want = first.queries()
+    assert (first.cache_dir / "queries.json").exists()
+    resolved = []
+    real = TablesSource._resolve_queries
+    monkeypatch.setattr(TablesSource, "_resolve_queries", lambda self, g: resolved.append(1) or real(self, g))
+    again = source(kg, tmp_path).queries()               # a new job: read from the cache
+    assert resolved == []
+    _same_queries(want, again)
+    assert [q.id for q in again.split("test")] == [q.id for q in want.split("test")]
+    assert again["q7"].answer_ids == want["q7"].answer_ids
+    lines = [json.loads(x) for x in (kg / "queries.jsonl").read_text().splitlines()]
+    next(q for q in lines if q["id"] == "q7")["answers"] = ["A3"]
+    (kg / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in lines))
+    s = source(kg, tmp_path)                              # a changed input: graph and queries anew
+    changed = s.queries()
+    assert resolved == [1]
+    assert [s.graph().external_id(a) for a in changed["q7"].answer_ids] == ["A3"]
 
 
 def test_missing_tables_and_settings_are_named(tmp_path):
@@ -311,3 +367,29 @@ def test_parquet_edges_are_looked_up_once_per_distinct_id(kg, tmp_path):
     edges.to_parquet(kg / "edges.parquet")
     with pytest.raises(TablesError, match=r"edges\.parquet: row 8, column 'relation': empty relation"):
         source(kg, tmp_path, name="other2").graph()
+
+
+def test_parquet_nodes_with_dictionary_encoded_columns_give_the_same_documents(kg, tmp_path):
+    """A Parquet file written from categorical columns reads back dictionary-encoded: the documents,
+    types and names are those of the plain file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    plain = source(kg, tmp_path).graph()
+    nodes = pd.read_csv(kg / "nodes.csv", dtype={"id": str})
+    (kg / "nodes.csv").unlink()
+    table = pa.Table.from_pandas(nodes, preserve_index=False)
+    for column in ("type", "name"):
+        table = table.set_column(table.column_names.index(column), column, pc_encode(table.column(column)))
+    pq.write_table(table, kg / "nodes.parquet")
+    assert pa.types.is_dictionary(pq.read_table(kg / "nodes.parquet").schema.field("type").type)
+    g = source(kg, tmp_path, name="dict").graph()
+    assert g.node_type_names == plain.node_type_names
+    assert [g.node_text(i) for i in range(g.num_nodes)] == [plain.node_text(i) for i in range(plain.num_nodes)]
+    assert g.names() == plain.names()
+
+
+def pc_encode(column):
+    import pyarrow.compute as pc
+
+    return pc.dictionary_encode(column)
