@@ -218,57 +218,57 @@ def cmd_mcp(args) -> int:
     return 0
 
 
+def _command(sub, name: str, func, **texts) -> argparse.ArgumentParser:
+    """The parser of one subcommand (``help``/``description`` in ``texts``): the graph options, then
+    the command's own, which the caller adds; running it calls ``func(args)``."""
+    p = sub.add_parser(name, **texts)
+    p.set_defaults(func=func)
+    _add_graph_args(p)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("build", help="build (or reuse) a graph's cache and print its statistics",
-                       description="Build the graph cache under <root>/cache/<name> (a tables graph: "
-                                   "<name>-<hash of its folder>; rebuilt when the input files change) and "
-                                   "print node, edge and query counts.")
-    _add_graph_args(p)
+    p = _command(sub, "build", cmd_build, help="build (or reuse) a graph's cache and print its statistics",
+                 description="Build the graph cache under <root>/cache/<name> (a tables graph: "
+                             "<name>-<hash of its folder>; rebuilt when the input files change) and "
+                             "print node, edge and query counts.")
     p.add_argument("--rebuild", action="store_true", help="rebuild even when the cache is valid")
     p.add_argument("--index", action="store_true", help="also build the BM25 index the tools use")
     p.add_argument("--no-queries", action="store_true", help="do not read the query sets")
-    p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("export", help="write a graph (and its queries) in the tables format",
-                       description="Write nodes, edges, queries and graph.json to a new folder; "
-                                   "loading it back gives the same documents, neighbors and queries.")
-    _add_graph_args(p)
+    p = _command(sub, "export", cmd_export, help="write a graph (and its queries) in the tables format",
+                 description="Write nodes, edges, queries and graph.json to a new folder; "
+                             "loading it back gives the same documents, neighbors and queries.")
     p.add_argument("--out", "-o", required=True, help="the folder to write (must be new or empty)")
     p.add_argument("--format", "-f", default="parquet", choices=["parquet", "csv", "jsonl"],
                    help="table format (default: parquet)")
     p.add_argument("--no-queries", action="store_true", help="leave the queries out")
     p.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
-    p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("search", help="search_graph, printed as the agent reads it",
-                       description="BM25 search over every node's document: the agent's search_graph tool.")
+    p = _command(sub, "search", cmd_search, help="search_graph, printed as the agent reads it",
+                 description="BM25 search over every node's document: the agent's search_graph tool.")
     p.add_argument("query", help="keywords")
-    _add_graph_args(p)
     p.add_argument("-k", type=int, default=None, help="number of nodes (default: the tool's, 5)")
     p.add_argument("--type", "-t", action="append", default=[], help="only nodes of this type (repeatable)")
-    p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("neighbors", help="explore_neighbors, printed as the agent reads it",
-                       description="The one-hop neighbors of NODE in both directions: the agent's "
-                                   "explore_neighbors tool. NODE is the graph's own id (a tables graph's "
-                                   "id column) or the internal id shown in brackets.")
+    p = _command(sub, "neighbors", cmd_neighbors, help="explore_neighbors, printed as the agent reads it",
+                 description="The one-hop neighbors of NODE in both directions: the agent's "
+                             "explore_neighbors tool. NODE is the graph's own id (a tables graph's "
+                             "id column) or the internal id shown in brackets.")
     p.add_argument("node", help="node id")
-    _add_graph_args(p)
     p.add_argument("--query", "-q", default=None, help="rank the neighbors by BM25 of these keywords")
     p.add_argument("--type", "-t", action="append", default=[], help="only neighbors of this type (repeatable)")
     p.add_argument("--relation", "-r", action="append", default=[], help="only this relation (repeatable)")
     p.add_argument("-k", type=int, default=None, help="number of neighbors (default: the tool's, 20)")
-    p.set_defaults(func=cmd_neighbors)
 
-    p = sub.add_parser("ask", help="run ARK on one question, live",
-                       description="Run n ARK agents on one question and show each tool call and "
-                                   "observation as it happens, then the fused ranked answer.")
+    p = _command(sub, "ask", cmd_ask, help="run ARK on one question, live",
+                 description="Run n ARK agents on one question and show each tool call and "
+                             "observation as it happens, then the fused ranked answer.")
     p.add_argument("question")
-    _add_graph_args(p)
     p.add_argument("--backbone", "-b", default="local",
                    help="a conf/backbone name (default: local, llama.cpp started for the call)")
     p.add_argument("--base-url", default=None, help="any OpenAI-compatible endpoint, e.g. http://host:8000/v1")
@@ -278,13 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, help="answers shown (default: 10)")
     p.add_argument("--full", action="store_true", help="show whole observations, not their first lines")
     p.add_argument("--no-cache", action="store_true", help="do not answer from or write the LLM cache")
-    p.set_defaults(func=cmd_ask)
 
-    p = sub.add_parser("mcp", help="serve search_graph and explore_neighbors over MCP (stdio)",
-                       description="A Model Context Protocol server on stdin/stdout exposing the agent's "
-                                   "two graph tools with the same schemas and observation text.")
-    _add_graph_args(p)
-    p.set_defaults(func=cmd_mcp)
+    _command(sub, "mcp", cmd_mcp, help="serve search_graph and explore_neighbors over MCP (stdio)",
+             description="A Model Context Protocol server on stdin/stdout exposing the agent's "
+                         "two graph tools with the same schemas and observation text.")
     return parser
 
 

@@ -36,10 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 from numba import njit
 
 from ark.graph import replace_dir
@@ -95,13 +93,16 @@ class HashedVocab:
 class Tokenizer:
     """Lowercase, split on ``TOKEN_PATTERN``, drop English stopwords, stem with PyStemmer (English).
 
-    One Stemmer per thread (PyStemmer objects keep an unsynchronised cache)."""
+    One Stemmer per thread (PyStemmer objects keep an unsynchronised cache). ``stop_list``: the stopwords
+    as a saved index recorded them (default: bm25s' English list, which imports bm25s and scipy)."""
 
-    def __init__(self, stem: bool = True, stopwords: bool = True):
+    def __init__(self, stem: bool = True, stopwords: bool = True, stop_list: Sequence[str] | None = None):
         self.stem = stem
         self.stopwords = stopwords
         self._split = re.compile(TOKEN_PATTERN).findall
-        self._stop = frozenset(STOPWORDS_EN) if stopwords else frozenset()
+        if stopwords and stop_list is None:
+            from bm25s.stopwords import STOPWORDS_EN as stop_list
+        self._stop = frozenset(stop_list) if stopwords else frozenset()
         self._local = threading.local()
 
     def _stemmer(self) -> Stemmer.Stemmer | None:
@@ -120,6 +121,8 @@ class Tokenizer:
 
     def corpus(self, texts: Sequence[str]) -> bm25s.tokenization.Tokenized:
         """Tokenize many documents with bm25s (same steps as `__call__`, vocabulary built once)."""
+        import bm25s
+
         return bm25s.tokenize(list(texts), lower=True, token_pattern=TOKEN_PATTERN,
                               stopwords="en" if self.stopwords else None,
                               stemmer=self._stemmer(), show_progress=False)
@@ -320,19 +323,37 @@ def _is_sorted(a):
 class BM25Index:
     """BM25 over node documents (node id == document position). Build with `build` or `load_index`."""
 
-    def __init__(self, retriever: bm25s.BM25, params: BM25Params, fingerprint: str = ""):
-        self.retriever = retriever
+    def __init__(self, retriever: bm25s.BM25 | None, params: BM25Params, fingerprint: str = "", *,
+                 scores: dict | None = None, vocab=None, stop_list: Sequence[str] | None = None,
+                 saved_at: Path | None = None):
+        """From a bm25s ``retriever``, or (``retriever=None``) from the ``scores`` arrays and ``vocab`` of the
+        index saved at ``saved_at``, whose bm25s object is then loaded only if asked for (`retriever`):
+        a job that only searches never imports bm25s or scipy."""
+        self._retriever = retriever
+        self._saved_at = saved_at
         self.params = params
         self.fingerprint = fingerprint
-        self.tokenizer = Tokenizer(stem=params.stem, stopwords=params.stopwords)
-        s = retriever.scores
+        self.tokenizer = Tokenizer(stem=params.stem, stopwords=params.stopwords, stop_list=stop_list)
+        s = retriever.scores if retriever is not None else scores
         self._data = np.asarray(s["data"], dtype=np.float32)
         self._indices = np.asarray(s["indices"])
         self._indptr = np.asarray(s["indptr"])
         self.num_docs = int(s["num_docs"])
-        self._vocab = retriever.vocab_dict
+        self._vocab = retriever.vocab_dict if retriever is not None else vocab
         self._no_mask = np.zeros(1, dtype=np.bool_)
         self._scratch: list[np.ndarray] = []  # zeroed int32 [num_docs] arrays for `score`, one per concurrent call
+
+    @property
+    def retriever(self) -> bm25s.BM25:
+        """The bm25s object (for `full_scores`, `save` and comparisons), loaded on first use."""
+        if self._retriever is None:
+            import bm25s
+
+            retriever = bm25s.BM25.load(str(self._saved_at), mmap=True, load_vocab=False)
+            retriever.backend = "numba"
+            retriever.vocab_dict = self._vocab
+            self._retriever = retriever
+        return self._retriever
 
     @classmethod
     def build(cls, texts: Iterable[str], k1: float = 1.5, b: float = 0.75, method: str = "lucene",
@@ -343,6 +364,8 @@ class BM25Index:
         if not texts:
             raise ValueError("cannot build a BM25 index over zero documents")
         tokens = Tokenizer(stem=stem, stopwords=stopwords).corpus(texts)
+        import bm25s
+
         retriever = bm25s.BM25(k1=k1, b=b, method=method, backend="numba")
         retriever.index(tokens, show_progress=False)
         return cls(retriever, params, fingerprint)
@@ -359,7 +382,7 @@ class BM25Index:
             np.save(d / _VOCAB_HASHES, arrays[0])
             np.save(d / _VOCAB_IDS, arrays[1])
         meta = {"version": INDEX_VERSION, "fingerprint": self.fingerprint, "num_docs": self.num_docs,
-                **asdict(self.params), **(extra or {})}
+                **asdict(self.params), "stop_list": sorted(self.tokenizer._stop), **(extra or {})}
         (d / _META).write_text(json.dumps(meta, indent=1))
 
     @classmethod
@@ -373,6 +396,16 @@ class BM25Index:
         params = BM25Params(k1=meta["k1"], b=meta["b"], method=meta["method"], stem=meta["stem"],
                             stopwords=meta.get("stopwords", True))
         hashed = (d / _VOCAB_HASHES).exists() and (d / _VOCAB_IDS).exists()
+        stop_list = meta.get("stop_list")
+        mode = "r" if mmap else None
+        if hashed and stop_list is not None:  # bm25s' own arrays, read as bm25s.BM25.load_scores reads them
+            scores = {key: np.load(d / f"{key}.csc.index.npy", mmap_mode=mode) for key in ("data", "indices", "indptr")}
+            scores["num_docs"] = meta["num_docs"]
+            vocab = HashedVocab(np.load(d / _VOCAB_HASHES, mmap_mode=mode), np.load(d / _VOCAB_IDS, mmap_mode=mode))
+            return cls(None, params, meta.get("fingerprint", ""), scores=scores, vocab=vocab, stop_list=stop_list,
+                       saved_at=d)
+        import bm25s  # an index saved before its stopwords were recorded
+
         retriever = bm25s.BM25.load(str(d), mmap=mmap, load_vocab=not hashed)
         retriever.backend = "numba"
         if hashed:
