@@ -115,7 +115,7 @@ bench-runner: $(VENV)/.core ## whole runner over 1,000 demo queries (scripted 20
 bench-attribution: $(VENV)/.core ## failure attribution over 1,000 queries' trajectories vs loading them
 	$(PY) scripts/bench_attribution.py
 
-bench-tables: $(VENV)/.core ## tables vs STaRK-file build and sweep-job cold start at MAG scale (~9 GiB; SCALE=0.01 quick)
+bench-tables: $(VENV)/.core ## tables vs STaRK-file build and sweep-job cold start at MAG scale (~5 GiB; SCALE=0.01 quick)
 	$(PY) scripts/bench_tables.py --scale $(or $(SCALE),1.0)
 
 bench: bench-graph bench-tools bench-agent bench-runner bench-attribution bench-tables
