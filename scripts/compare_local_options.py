@@ -2,6 +2,7 @@
 
     python scripts/compare_local_options.py --limit 20          # SmolLM2-135M, demo test split
     python scripts/compare_local_options.py --limit 20 --variants plain,all --t-max 5 --agents 1
+    python scripts/compare_local_options.py --variants plain,first_search+stop_on_repeat   # options joined by +
 
 Each variant is one `experiments/run.py` run (``backbone=local`` on the demo graph, the demo's small
 observations, temperature 0, so variants differ only in the options), written to
@@ -30,8 +31,18 @@ VARIANTS = {"plain": (), "all": OPTIONS, **{o: (o,) for o in OPTIONS}}
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 
 
+def options_of(variant: str) -> tuple[str, ...]:
+    """The agent options a variant switches on: a name of VARIANTS, or options joined by "+"."""
+    if variant in VARIANTS:
+        return VARIANTS[variant]
+    opts = tuple(variant.split("+"))
+    if not all(o in OPTIONS for o in opts):
+        raise ValueError(variant)
+    return opts
+
+
 def overrides(variant: str, args) -> list[str]:
-    on = VARIANTS[variant]
+    on = options_of(variant)
     return ["graph=demo", "backbone=local", "split=test", f"limit={args.limit}", "budget=t5_n1",
             f"budget.agent.t_max={args.t_max}", f"budget.agent.n_agents={args.agents}",
             f"experiment_name=local-options-{variant}", "concurrency=1", "progress=false",
@@ -101,13 +112,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=20, help="first N demo test queries")
     p.add_argument("--t-max", type=int, default=5, help="steps per agent")
     p.add_argument("--agents", type=int, default=1, help="agents per query")
-    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma list of {', '.join(VARIANTS)}")
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help=f"comma list of {', '.join(VARIANTS)}, or options joined by + (first_search+stop_on_repeat)")
     p.add_argument("--out", default=None, help="also write the table (markdown) and the numbers (json) here")
     args = p.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    bad = [v for v in variants if v not in VARIANTS]
+    bad = []
+    for v in variants:
+        try:
+            options_of(v)
+        except ValueError:
+            bad.append(v)
     if bad:
-        raise SystemExit(f"--variants: unknown {', '.join(bad)}; choose from {', '.join(VARIANTS)}")
+        raise SystemExit(f"--variants: unknown {', '.join(bad)}; choose from {', '.join(VARIANTS)}, "
+                         f"or options of {', '.join(OPTIONS)} joined by +")
 
     from experiments.run import compose, run
 

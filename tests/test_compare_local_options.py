@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 from pathlib import Path
 
+import pytest
 from hydra.utils import instantiate
 
 from experiments.run import compose, run_info
@@ -20,7 +21,8 @@ def test_each_variant_composes_its_own_run():
     spec.loader.exec_module(mod)
     args = argparse.Namespace(limit=3, t_max=4, agents=1)
     dirs = set()
-    for variant, on in mod.VARIANTS.items():
+    variants = {**mod.VARIANTS, "first_search+stop_on_repeat": ("first_search", "stop_on_repeat")}
+    for variant, on in variants.items():
         cfg = compose(mod.overrides(variant, args))
         agent, tools = instantiate(cfg.budget.agent), instantiate(cfg.ablation.tools)
         assert {o for o in ("first_search", "constrain_ids", "stop_on_repeat") if getattr(agent, o)} == set(on)
@@ -28,4 +30,7 @@ def test_each_variant_composes_its_own_run():
         assert (tools.neighbors_k, tools.max_observation_tokens, tools.snippet_chars) == (10, 600, 100)
         assert run_info(cfg)["agent_options"] == (",".join(on) or "none")
         dirs.add(cfg.out_dir)
-    assert len(dirs) == len(mod.VARIANTS)
+    assert len(dirs) == len(variants)
+    for bad in ("first_search+nope", "fast"):
+        with pytest.raises(ValueError):
+            mod.options_of(bad)
