@@ -15,7 +15,10 @@ Options for small models (`AgentConfig`, all off by default, so the paper's loop
   out until a graph tool has shown a node. A server that decodes under the schema (llama.cpp turns
   it into a grammar; vLLM's guided decoding) then cannot emit an id the agent would reject;
 - ``stop_on_repeat``: the trajectory ends (stop reason "repeat") after a step that repeats a tool call,
-  same name and same arguments, that was already rejected with an error in this trajectory.
+  same name and same arguments, that was already rejected with an error in this trajectory;
+- ``final_select``: the last step's request (step ``t_max``) forces ``select`` (``tool_choice`` naming
+  it), so an agent that has only searched must still name the ids it would answer with; the model
+  picks them, and ids it was never shown are rejected as always.
 
 Who handles what:
 - the model's mistakes (arguments that are not a JSON object, unknown tool, no tool call, ids never
@@ -52,7 +55,7 @@ from ark import tool_registry
 from ark.tools import FINISH, NEIGHBORS, SEARCH, SELECT, ToolInputError, _as_int
 from ark.trajectory import Step, Trajectory, tool_message
 
-OPTIONS = ("first_search", "constrain_ids", "stop_on_repeat")  # the AgentConfig switches for small models
+OPTIONS = ("first_search", "constrain_ids", "stop_on_repeat", "final_select")  # the AgentConfig switches for small models
 MAX_SELECT = 20  # with constrain_ids: most ids one select call may name (the fused list is cut to 20)
 
 NO_TOOL_CALL = "Error: your reply called no tool. Call one of these tools: {names}; call finish when your list is complete."
@@ -74,6 +77,7 @@ class AgentConfig:
     first_search: bool = False  # force the first step to call search_graph (tool_choice names it)
     constrain_ids: bool = False  # schemas allow only ids shown so far (select, explore_neighbors)
     stop_on_repeat: bool = False  # end the trajectory when a rejected tool call is repeated verbatim
+    final_select: bool = False  # force the last step (t_max) to call select (tool_choice names it)
 
     def __post_init__(self) -> None:
         if self.t_max < 1:
@@ -178,11 +182,15 @@ class Agent:
             out.append(tool)
         return out
 
-    def request_tool_choice(self, t: int):
-        """``tool_choice`` of step ``t``: the configured one, or search_graph by name at step 0 with
-        ``first_search``."""
-        if t == 0 and self.config.first_search and SEARCH in self.tool_names:
+    def request_tool_choice(self, t: int, offered: list[dict] | None = None):
+        """``tool_choice`` of step ``t``: the configured one, search_graph by name at step 0 with
+        ``first_search`` (which wins when t_max is 1), select by name at the last step with
+        ``final_select`` when the request offers select (``offered``: its tools, default all)."""
+        names = self.tool_names if offered is None else [tool["function"]["name"] for tool in offered]
+        if t == 0 and self.config.first_search and SEARCH in names:
             return {"type": "function", "function": {"name": SEARCH}}
+        if t == self.config.t_max - 1 and self.config.final_select and SELECT in names:
+            return {"type": "function", "function": {"name": SELECT}}
         return self.config.tool_choice
 
     async def run(self, query: str, query_id: int | str = "", agent_index: int = 0) -> Trajectory:
@@ -198,7 +206,8 @@ class Agent:
         for t in range(self.config.t_max):
             step_start = time.perf_counter()
             shortened = 0
-            tools, choice = self.request_tools(seen), self.request_tool_choice(t)
+            tools = self.request_tools(seen)
+            choice = self.request_tool_choice(t, tools)
             try:
                 try:
                     response = await self._chat(messages, agent_index, tools, choice)

@@ -28,12 +28,17 @@ Only this process imports llama_cpp; `bounded` and `visible_messages` are plain 
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import threading
+import time
 from typing import Any, Callable
 
 # the prompt rendering this module gives; BackboneConfig.serving (provider local) puts it in every LLM
 # cache key, so replies cached under llama-cpp-python's own rendering (observations dropped) never return
 REVISION = "ark.local_chat/2"
+# set by LocalServer to its own pid: the server stops when that process is gone
+PARENT_ENV = "ARK_LOCAL_SERVER_PARENT"
 # when a request carries no max_tokens (the repo's clients always send one)
 FALLBACK_MAX_TOKENS = 1024
 
@@ -115,8 +120,24 @@ def chat_format_arg(argv: list[str]) -> str | None:
     return None
 
 
+def exit_with_parent(parent_pid: int, poll_s: float = 1.0) -> threading.Thread:
+    """Stop this process once ``parent_pid`` is no longer its parent (the process that started the
+    server was killed, even with SIGKILL, before it could stop the server)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        os._exit(0)
+
+    t = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    t.start()
+    return t
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if os.environ.get(PARENT_ENV):
+        exit_with_parent(int(os.environ[PARENT_ENV]))
     from llama_cpp import llama_chat_format
     from llama_cpp.server.__main__ import main as serve
 

@@ -1,4 +1,5 @@
-"""The agent options for small models (`AgentConfig.first_search`, `constrain_ids`, `stop_on_repeat`):
+"""The agent options for small models (`AgentConfig.first_search`, `constrain_ids`, `stop_on_repeat`,
+`final_select`):
 what each puts in the requests the scripted OpenAI-compatible server receives, how the loop behaves,
 and how the configs switch them on (conf/budget, a backbone's `agent:` block) and record them."""
 
@@ -105,13 +106,41 @@ def test_stop_on_repeat_ignores_repeated_calls_that_worked(graph, toolset):
     assert traj.stop_reason == "max_steps" and len(traj.steps) == 5
 
 
+# ------------------------------------------------------------------------------------------ final_select
+FORCED_SELECT = {"type": "function", "function": {"name": SELECT}}
+
+
+def test_final_select_names_select_in_the_last_request_only(graph, toolset):
+    shown = toolset.call(*SEARCH).node_ids
+    script = [tool_reply(SEARCH), tool_reply(SEARCH), tool_reply((SELECT, {"node_ids": [shown[1], shown[0]]}))]
+    with ScriptedServer(script) as server:
+        traj = run(server, graph, toolset, t_max=3, first_search=True, final_select=True)
+        sent = server.requests
+    assert [r["tool_choice"] for r in sent] == [FORCED, "required", FORCED_SELECT]
+    assert traj.stop_reason == "max_steps" and traj.selected == [shown[1], shown[0]]
+    # an agent that finishes early is never forced
+    with ScriptedServer([tool_reply(SEARCH), tool_reply((FINISH, {}))]) as server:
+        run(server, graph, toolset, t_max=3, final_select=True)
+        assert [r["tool_choice"] for r in server.requests] == ["required", "required"]
+
+
+def test_final_select_is_not_forced_when_the_request_does_not_offer_select(graph, toolset):
+    # constrain_ids offers select only once a node was shown; a single step: first_search wins
+    with ScriptedServer([tool_reply((FINISH, {})), tool_reply((FINISH, {}))]) as server:
+        run(server, graph, toolset, t_max=2, constrain_ids=True, final_select=True)
+        run(server, graph, toolset, t_max=1, first_search=True, final_select=True)
+        sent = server.requests
+    assert SELECT not in names(sent[0]) and sent[0]["tool_choice"] == "required"
+    assert sent[1]["tool_choice"] == FORCED
+
+
 # ------------------------------------------------------------------------------------------ configs
 def test_configs_switch_options_per_backbone_and_record_them(tmp_path):
     from experiments.run import _check_same_run, compose, run_info
 
     paper = compose(["backbone=gpt-4.1"])
     agent = instantiate(paper.budget.agent)
-    assert (agent.first_search, agent.constrain_ids, agent.stop_on_repeat) == (False, False, False)
+    assert (agent.first_search, agent.constrain_ids, agent.stop_on_repeat, agent.final_select) == (False,) * 4
     assert run_info(paper)["agent_options"] == "none"
     on = compose(["backbone=scripted", "+backbone.agent={first_search: true, stop_on_repeat: true}"])
     agent = instantiate(on.budget.agent)

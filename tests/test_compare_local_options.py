@@ -25,7 +25,7 @@ def test_each_variant_composes_its_own_run():
     for variant, on in variants.items():
         cfg = compose(mod.overrides(variant, args))
         agent, tools = instantiate(cfg.budget.agent), instantiate(cfg.ablation.tools)
-        assert {o for o in ("first_search", "constrain_ids", "stop_on_repeat") if getattr(agent, o)} == set(on)
+        assert {o for o in mod.OPTIONS if getattr(agent, o)} == set(on)
         assert (agent.t_max, agent.n_agents, cfg.limit, cfg.backbone.name) == (4, 1, 3, "local")
         assert (tools.neighbors_k, tools.max_observation_tokens, tools.snippet_chars) == (10, 600, 100)
         assert run_info(cfg)["agent_options"] == (",".join(on) or "none")

@@ -426,7 +426,9 @@ def test_local_server_config_validation(tmp_path):
     flags = dict(zip(cmd[3::2], cmd[4::2]))
     assert flags == {"--model": str(tmp_path / "model.gguf"), "--model_alias": "tiny",
                      "--host": "127.0.0.1", "--port": "5555", "--chat_format": CHAT_FORMATS[0],
-                     "--n_ctx": "8192", "--n_threads": "3", "--n_threads_batch": "3"}
+                     "--n_ctx": "8192", "--n_threads": "3", "--n_threads_batch": "3", "--logits_all": "false",
+                     "--cache": "true", "--cache_size": str(512 << 20)}
+    assert "--cache" not in LocalServer(prompt_cache_mib=0).command(tmp_path / "model.gguf", 5555)
     unnamed = LocalServer(model_path=str(tmp_path / "My-Model.Q4_0.gguf"))
     assert unnamed.model_alias() == "My-Model.Q4_0"  # cache keys follow the model file
 

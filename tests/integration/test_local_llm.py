@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -94,3 +98,40 @@ def test_context_overflow_and_clean_stop(tmp_path):
     else:
         pytest.fail(f"port {port} still open after stop (pid {pid})")
     assert "/v1/chat/completions" in (tmp_path / "s.log").read_text()  # server output is logged
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie waiting for init to reap it counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_server_stops_when_the_process_that_started_it_is_killed(tmp_path):
+    info = tmp_path / "server.json"
+    starter = subprocess.Popen([sys.executable, "-c", (
+        "import json, sys, time\n"
+        "from ark.local_server import LocalServer\n"
+        f"s = LocalServer(log_path={str(tmp_path / 's.log')!r}).start()\n"
+        f"open({str(info)!r}, 'w').write(json.dumps({{'pid': s.process.pid, 'port': s.port}}))\n"
+        "time.sleep(600)\n")])
+    try:
+        deadline = time.time() + 180
+        while not info.exists() or not info.read_text():
+            assert starter.poll() is None and time.time() < deadline, "the server did not start"
+            time.sleep(0.5)
+        server = json.loads(info.read_text())
+        assert not _gone(server["pid"])
+        starter.send_signal(signal.SIGKILL)  # no chance to stop the server itself
+        starter.wait()
+        deadline = time.time() + 60
+        while not _gone(server["pid"]):
+            if time.time() > deadline:
+                os.kill(server["pid"], signal.SIGKILL)
+                pytest.fail("the llama.cpp server outlived the process that started it")
+            time.sleep(0.5)
+    finally:
+        if starter.poll() is None:
+            starter.kill()
