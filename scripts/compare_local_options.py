@@ -131,12 +131,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     t0 = time.perf_counter()
-    base = run(compose(["graph=demo", "retriever=bm25", "split=test", f"limit={args.limit}",
-                        "experiment_name=local-options-bm25", "progress=false"]))
+    bm25_cfg = compose(["graph=demo", "retriever=bm25", "split=test", f"limit={args.limit}",
+                        "experiment_name=local-options-bm25", "progress=false"])
+    base = run(bm25_cfg)
     rows.append({"variant": "BM25 (no LLM)", "metrics": {k: base["metrics"][k]["mean"] for k in METRICS},
-                 "wall_s": time.perf_counter() - t0})
-    bm25_cfg = compose(["graph=demo", "retriever=bm25", "experiment_name=local-options-bm25"])
-    rows[-1]["fates"] = fates(RunDir(bm25_cfg.out_dir))
+                 "wall_s": time.perf_counter() - t0, "fates": fates(RunDir(bm25_cfg.out_dir))})
     for v in variants:
         cfg = compose(overrides(v, args))
         t0 = time.perf_counter()
