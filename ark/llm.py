@@ -47,14 +47,15 @@ import os
 import random
 import re
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ark.llm_cache import ResponseCache, cache_key
 from ark.pricing import Price, resolve_price
 from ark.transport import (
+    EMBEDDINGS_PATH,
     OPENAI_BASE_URL,
     TRANSPORTS,
     HTTPReply,
@@ -65,6 +66,7 @@ from ark.transport import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PROVIDERS = ("openai", "azure", "vllm", "local")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
@@ -334,6 +336,47 @@ async def _release(transport: Any, loop: asyncio.AbstractEventLoop | None) -> No
     # else: it belongs to a loop still running elsewhere, which alone may close it
 
 
+async def _post_with_retries(transport: Any, body: dict, c: BackboneConfig, stats: LLMStats,
+                             parse: Callable[[Any, float, int], T]) -> T:
+    """POST ``body`` with retries (see the module doc) and return ``parse(JSON reply, seconds,
+    attempt)``; a ``MalformedReplyError`` from ``parse`` is retried like a 5xx."""
+    start = time.perf_counter()
+    attempts = c.max_retries + 1
+    for attempt in range(1, attempts + 1):
+        stats.http_requests += 1
+        try:
+            reply = await transport.post(body)
+        except TransportTimeout as e:
+            reason, status, wait, cause = f"timeout after {c.timeout_s:g}s", None, None, e
+        except TransportConnectionError as e:
+            reason, status, wait, cause = f"connection error: {e}", None, None, e
+        else:
+            if 200 <= reply.status < 300:
+                try:
+                    return parse(reply.body, time.perf_counter() - start, attempt)
+                except MalformedReplyError as e:
+                    reason, status, wait, cause = f"malformed reply: {e}", reply.status, None, e
+            else:
+                msg = _error_message(reply)
+                if _is_context_length(reply):
+                    raise ContextLengthError(f"{c.name}: HTTP {reply.status}: {msg}")
+                if reply.status not in RETRYABLE_STATUS:
+                    raise LLMTransportError(f"{c.name}: HTTP {reply.status}: {msg}",
+                                            status_code=reply.status, attempts=attempt)
+                reason, status, wait = f"HTTP {reply.status}: {msg}", reply.status, _retry_after_s(reply.headers)
+                cause = None
+        if attempt == attempts:
+            kind = MalformedReplyError if isinstance(cause, MalformedReplyError) else LLMTransportError
+            raise kind(f"{c.name}: {reason} (gave up after {attempt} attempts)",
+                       status_code=status, attempts=attempt) from cause
+        backoff = min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1))
+        delay = min(c.backoff_max_s, wait) if wait is not None else backoff * random.uniform(0.5, 1.0)
+        stats.retries += 1
+        log.warning("%s: %s; retry %d/%d in %.2fs", c.name, reason, attempt, c.max_retries, delay)
+        await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
 class LLMClient:
     """Async chat client for one backbone (see module doc). Share one per run: it is safe to
     call ``chat`` from many tasks at once; bound concurrency outside."""
@@ -418,42 +461,7 @@ class LLMClient:
         body.update(body.pop("extra_body", None) or {})
         if tools:
             body["tools"] = tools
-        transport = await self._http()
-        start = time.perf_counter()
-        attempts = c.max_retries + 1
-        for attempt in range(1, attempts + 1):
-            self.stats.http_requests += 1
-            try:
-                reply = await transport.post(body)
-            except TransportTimeout as e:
-                reason, status, wait, cause = f"timeout after {c.timeout_s:g}s", None, None, e
-            except TransportConnectionError as e:
-                reason, status, wait, cause = f"connection error: {e}", None, None, e
-            else:
-                if 200 <= reply.status < 300:
-                    try:
-                        return self._parse(reply.body, time.perf_counter() - start, attempt)
-                    except MalformedReplyError as e:
-                        reason, status, wait, cause = f"malformed reply: {e}", reply.status, None, e
-                else:
-                    msg = _error_message(reply)
-                    if _is_context_length(reply):
-                        raise ContextLengthError(f"{c.name}: HTTP {reply.status}: {msg}")
-                    if reply.status not in RETRYABLE_STATUS:
-                        raise LLMTransportError(f"{c.name}: HTTP {reply.status}: {msg}",
-                                                status_code=reply.status, attempts=attempt)
-                    reason, status, wait = f"HTTP {reply.status}: {msg}", reply.status, _retry_after_s(reply.headers)
-                    cause = None
-            if attempt == attempts:
-                kind = MalformedReplyError if isinstance(cause, MalformedReplyError) else LLMTransportError
-                raise kind(f"{c.name}: {reason} (gave up after {attempt} attempts)",
-                           status_code=status, attempts=attempt) from cause
-            backoff = min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1))
-            delay = min(c.backoff_max_s, wait) if wait is not None else backoff * random.uniform(0.5, 1.0)
-            self.stats.retries += 1
-            log.warning("%s: %s; retry %d/%d in %.2fs", c.name, reason, attempt, c.max_retries, delay)
-            await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
+        return await _post_with_retries(await self._http(), body, c, self.stats, self._parse)
 
     def _parse(self, completion: Any, latency_s: float, attempts: int) -> ChatResponse:
         """An OpenAI chat-completion JSON object -> ChatResponse; `MalformedReplyError` when the
@@ -513,3 +521,73 @@ class LLMClient:
         old, old_loop = self._transport, self._transport_loop
         self._transport = self._transport_loop = None
         await _release(old, old_loop)
+
+
+class EmbeddingClient:
+    """Async OpenAI-compatible embeddings client (``POST /embeddings``) on the chat client's stack:
+    the same provider routes and key from the environment, transports, retries and response cache.
+    Each text is cached on its own (model, dimensions, text), so a re-encode after a graph change
+    only pays for the new texts. Vectors travel as base64 float32 (``encoding_format``)."""
+
+    def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None):
+        self.config = config
+        self.cache = ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
+        self.stats = LLMStats()
+        self._route = replace(_route(config), path=EMBEDDINGS_PATH)  # checks credentials now
+        self._transport: Any = None
+        self._transport_loop: asyncio.AbstractEventLoop | None = None
+
+    _http = LLMClient._http
+    aclose = LLMClient.aclose
+
+    def _key(self, text: str, dimensions: int | None) -> str:
+        return cache_key(model=self.config.model, messages=[{"role": "embedding-input", "content": text}],
+                         tools=None, params={"dimensions": dimensions, "endpoint": "embeddings"}, agent_index=0)
+
+    async def embed(self, texts: Sequence[str], dimensions: int | None = None) -> "np.ndarray":
+        """float32 [len(texts), dim] in input order; cached texts make no request."""
+        import base64
+
+        import numpy as np
+
+        self.stats.calls += 1
+        keys = [self._key(t, dimensions) for t in texts] if self.cache is not None else [None] * len(texts)
+        vecs: list = [None] * len(texts)
+        for i, k in enumerate(keys):
+            hit = self.cache.get(k) if k is not None else None
+            if hit is not None:
+                vecs[i] = np.frombuffer(base64.b64decode(hit["b64"]), dtype=np.float32)
+                self.stats.cache_hits += 1
+        todo = [i for i, v in enumerate(vecs) if v is None]
+        if todo:
+            body: dict[str, Any] = {"model": self.config.model, "input": [texts[i] for i in todo],
+                                    "encoding_format": "base64"}
+            if dimensions:
+                body["dimensions"] = dimensions
+            n = len(todo)
+
+            def parse(reply: Any, _latency_s: float, attempt: int) -> tuple[list, int]:
+                data = reply.get("data") if isinstance(reply, Mapping) else None
+                if not isinstance(data, list) or len(data) != n:
+                    raise MalformedReplyError(f"embeddings reply has {len(data) if isinstance(data, list) else 'no'} "
+                                              f"vectors for {n} inputs", attempts=attempt)
+                out: list = [None] * n
+                for item in data:
+                    e = item.get("embedding") if isinstance(item, Mapping) else None
+                    j = item.get("index") if isinstance(item, Mapping) else None
+                    if not isinstance(j, int) or not 0 <= j < n or e is None:
+                        raise MalformedReplyError(f"embeddings item without a valid index or embedding: "
+                                                  f"{str(item)[:120]}", attempts=attempt)
+                    out[j] = np.frombuffer(base64.b64decode(e), dtype=np.float32) if isinstance(e, str) \
+                        else np.asarray(e, dtype=np.float32)
+                if any(v is None for v in out):
+                    raise MalformedReplyError("embeddings reply repeats an index", attempts=attempt)
+                return out, int((reply.get("usage") or {}).get("prompt_tokens") or 0)
+
+            got, tokens = await _post_with_retries(await self._http(), body, self.config, self.stats, parse)
+            for i, v in zip(todo, got):
+                vecs[i] = v
+                if keys[i] is not None:
+                    self.cache.put(keys[i], {"b64": base64.b64encode(v.tobytes()).decode()}, model=self.config.model)
+            self.stats.prompt_tokens += tokens
+        return np.stack(vecs).astype(np.float32, copy=False) if vecs else np.zeros((0, 0), np.float32)

@@ -70,7 +70,7 @@ class Tool:
     switch: str | None = None  # ToolConfig switch that removes the tool when False
     role: str = "graph"  # "graph" (runs on the graph) or "answer" (select/finish, run by the agent)
     kind: str = "other"  # Figure 3's pooling: "text", "relational", or shown under its own name
-    guide: str = ""  # its entry in the prompt's tool section ("- `name` — guide")
+    guide: str | Callable[[Any], str] = ""  # its prompt entry ("- `name` — guide"), or a callable of the ToolSet
     description_end: str = ""  # appended after the parameter clauses
     closed: bool = True  # the schema forbids unknown arguments (additionalProperties: false)
 
@@ -79,6 +79,9 @@ class Tool:
             raise ValueError(f"Tool {self.name!r}: role={self.role!r}; choose one of {list(ROLES)}")
         if self.role == "graph" and self.handler is None:
             raise ValueError(f"Tool {self.name!r}: a graph tool needs a handler(toolset, args)")
+
+    def guide_text(self, toolset=None) -> str:
+        return self.guide(toolset) if callable(self.guide) else self.guide
 
     def offered_params(self, config) -> tuple[Param, ...]:
         """The parameters the ``config`` (a ToolConfig) leaves in."""

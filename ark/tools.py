@@ -40,6 +40,7 @@ from numba import njit
 from ark import tool_registry
 from ark.graph import neighbor_runs
 from ark.observation import NodeLine, Snippeter, render
+from ark.search import GlobalSearch
 from ark.text_index import BM25Index, _heap_push
 from ark.tool_registry import Param, Tool
 
@@ -231,12 +232,17 @@ def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
 class ToolSet:
     """The tools over one graph and its BM25 index, as configured."""
 
-    def __init__(self, graph, index: BM25Index, config: ToolConfig | None = None):
+    def __init__(self, graph, index: BM25Index, config: ToolConfig | None = None, search: GlobalSearch | None = None):
+        """``search``: how search_graph and the neighbor ranking score text (`ark.search`); default
+        lexical BM25 over ``index``, the paper's."""
         self.graph = graph
         self.index = index
         self.config = config or ToolConfig()
         if index.num_docs != graph.num_nodes:
             raise ValueError(f"index has {index.num_docs} documents but the graph has {graph.num_nodes} nodes")
+        self.search = search if search is not None else GlobalSearch(index)
+        if self.search.bm25 is not index:
+            raise ValueError("the GlobalSearch must use the tool set's BM25 index")
         self.snippet = Snippeter(index.tokenizer, self.config.snippet_chars)
         self._type_masks: dict[tuple[str, ...], np.ndarray] = {}
         self._both_ways_mask: np.ndarray | None = None
@@ -348,13 +354,20 @@ class ToolSet:
         query = _as_query(args.get("query"), required=True)
         k = _clamp_k(args.get("k"), c.search_k, c.search_k_max, notes)
         types = _resolve_names("node_types", args.get("node_types"), self.graph.node_type_names, "node type")
-        if not self._searchable(query):
+        mode = self.search.mode
+        if not self._searchable(query) and (mode == "lexical" or not query.strip()):
             raise ToolInputError(f"query {_show(query)} has no searchable words (it is empty or only stopwords); "
                                  "use content words such as names or key terms")
         mask = self._type_mask(types) if types else None
-        ids, scores, total = self.index.search_with_total(query, k, mask)
+        type_ids = [self.graph.node_type_id(t) for t in types] if types else None
+        ids, scores, total = self.search.search(query, k, type_ids, mask)
         header = f"search_graph query={_show(query)}" + (f" node_types={_show(types)}" if types else "")
-        what = "matching nodes" + (" of these types" if types else "")
+        if mode == "lexical":
+            what = "matching nodes" + (" of these types" if types else "")
+        else:
+            header += f" mode={mode}"
+            what = ("nodes" + (" of these types" if types else "") if mode == "dense"
+                    else "candidate nodes (keyword or meaning)")
         if total == 0:
             notes.append("No node matches these words; try other or fewer words.")
         terms = self.index.matched_terms(query)
@@ -379,8 +392,10 @@ class ToolSet:
                          "neighbors are listed in id order.")
         ranking = self.rank_neighbors(v, query if searchable else None, types, rels, k, offset)
         scores, total = ranking.scores, ranking.total
-        if scores is not None:
+        if scores is not None and self.search.config.neighbor_rank == "bm25":
             notes.append(f"ranked by match to the query; {ranking.matched} of {total} contain query terms.")
+        elif scores is not None:
+            notes.append(f"ranked by {self.search.config.neighbor_rank} similarity to the query.")
         terms = self.index.matched_terms(query) if scores is not None else []
 
         header = f"explore_neighbors node_id={v} ({g.node_name(v)}, {g.node_type_name(v)})"
@@ -433,7 +448,7 @@ class ToolSet:
         uniq = nodes[starts]
         scores = matched = None
         if query is not None:
-            all_scores = self.index.score(query, uniq)
+            all_scores, _ = self.search.score_neighbors(query, uniq)
             order, matched = _top_k_matched(all_scores, offset + k)
             order = order[offset:]
             scores = all_scores[order]
@@ -482,18 +497,45 @@ def _relations_schema(ts: ToolSet) -> dict:
     return {"type": "array", "items": {"type": "string", "enum": list(ts.graph.relation_names)}}
 
 
+# search_graph's texts per search mode (ark.search); lexical is the paper's
+_SEARCH_TEXT = {
+    "lexical": ("Search the whole knowledge graph for nodes whose text best matches the query (BM25 keyword "
+                "match). Returns node ids, names, types, scores and text snippets. Use it to find entry points.",
+                "Keywords to match against node text (BM25).",
+                "breadth. A BM25 keyword search over the documents of all nodes in the graph. Give it a\n"
+                "  short query made of the distinctive words you expect in a matching document (names, rare terms,\n"
+                "  attributes). You may restrict it to node types and ask for more results than the default."),
+    "dense": ("Search the whole knowledge graph for nodes whose text is closest in meaning to the query "
+              "(dense embedding similarity, so synonyms and paraphrases match). Returns node ids, names, "
+              "types, scores and text snippets. Use it to find entry points.",
+              "What to look for, in words or a short description (matched by meaning).",
+              "breadth. A semantic search over the documents of all nodes in the graph: it matches by\n"
+              "  meaning, so synonyms and paraphrases work. Give it a short description of what a matching document\n"
+              "  is about. You may restrict it to node types and ask for more results than the default."),
+    "hybrid": ("Search the whole knowledge graph for nodes whose text best matches the query, by BM25 keyword "
+               "match and by meaning (dense embeddings), fused. Returns node ids, names, types, scores and "
+               "text snippets. Use it to find entry points.",
+               "Keywords or a short description to match against node text (keywords and meaning).",
+               "breadth. A search over the documents of all nodes in the graph that combines keyword\n"
+               "  (BM25) and meaning (embedding) matches. Give it a short query made of the distinctive words or a\n"
+               "  short description of a matching document. You may restrict it to node types and ask for more\n"
+               "  results than the default."),
+}
+
+
+def _search_text(ts: ToolSet | None, part: int) -> str:
+    mode = ts.search.mode if ts is not None else "lexical"
+    return _SEARCH_TEXT[mode][part]
+
+
 SEARCH_TOOL = tool_registry.register(Tool(
     SEARCH,
-    "Search the whole knowledge graph for nodes whose text best matches the query (BM25 keyword "
-    "match). Returns node ids, names, types, scores and text snippets. Use it to find entry points.",
-    (Param("query", {"type": "string"}, "Keywords to match against node text (BM25).", required=True),
+    lambda ts: _search_text(ts, 0),
+    (Param("query", {"type": "string"}, lambda ts: _search_text(ts, 1), required=True),
      Param("k", lambda ts: {"type": "integer", "minimum": 1, "maximum": ts.config.search_k_max},
            lambda ts: f"Number of nodes to return (default {ts.config.search_k}, at most {ts.config.search_k_max})."),
      Param("node_types", _types_schema, "Only return nodes of these types.", switch="search_type_filter")),
-    handler=ToolSet._search, kind="text",
-    guide="breadth. A BM25 keyword search over the documents of all nodes in the graph. Give it a\n"
-          "  short query made of the distinctive words you expect in a matching document (names, rare terms,\n"
-          "  attributes). You may restrict it to node types and ask for more results than the default."))
+    handler=ToolSet._search, kind="text", guide=lambda ts: _search_text(ts, 2)))
 
 NEIGHBORS_TOOL = tool_registry.register(Tool(
     NEIGHBORS,

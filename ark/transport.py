@@ -31,6 +31,7 @@ from urllib.parse import urlencode, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 CHAT_PATH = "/chat/completions"
+EMBEDDINGS_PATH = "/embeddings"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
@@ -74,14 +75,15 @@ class Route:
     key: str = field(repr=False)
     deployment: str = ""  # Azure only: the deployment name (``BackboneConfig.model``)
     api_version: str = ""  # Azure only
+    path: str = CHAT_PATH  # the endpoint: chat completions, or EMBEDDINGS_PATH
 
     @property
     def url(self) -> str:
         base = self.base_url.rstrip("/")
         if self.provider == "azure":
             query = urlencode({"api-version": self.api_version})
-            return f"{base}/openai/deployments/{self.deployment}{CHAT_PATH}?{query}"
-        return base + CHAT_PATH
+            return f"{base}/openai/deployments/{self.deployment}{self.path}?{query}"
+        return base + self.path
 
     def headers(self) -> dict[str, str]:
         auth = {"api-key": self.key} if self.provider == "azure" else {"Authorization": f"Bearer {self.key}"}
@@ -125,6 +127,7 @@ class OpenAISDKTransport:
         import openai
 
         self._httpx, self._openai = httpx, openai
+        self._path = route.path
         common = {"api_key": route.key, "max_retries": 0, "timeout": timeout_s,
                   # our own httpx client: the SDK's default one closes itself in __del__ on the
                   # *current* loop, which fails noisily for a pool left behind by an earlier loop
@@ -140,7 +143,7 @@ class OpenAISDKTransport:
         try:
             # the low-level post with a plain dict body and a raw reply: the SDK's routing and
             # transport without its per-call request transform and pydantic parsing
-            raw = await self._client.post(CHAT_PATH, body=body, cast_to=self._httpx.Response)
+            raw = await self._client.post(self._path, body=body, cast_to=self._httpx.Response)
             return HTTPReply(raw.status_code, raw.headers, parse_body(raw.content))
         except openai.APIStatusError as e:
             return HTTPReply(e.status_code, e.response.headers, parse_body(e.response.content))

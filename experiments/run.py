@@ -48,9 +48,12 @@ CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 KEY_PROVIDERS = ("openai", "azure")
 
 
-def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index_cache: str | None = None):
+def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index_cache: str | None = None,
+              search=None):
     """ARKRetriever over ``graph``: BM25 index (cached under ``index_cache``, by default inside the graph's
-    own cache folder; built in memory for a graph without one), tool set, LLM client (with response cache)."""
+    own cache folder; built in memory for a graph without one), tool set, LLM client (with response cache).
+    ``search``: an `ark.search.SearchSetup` (conf/search/); None is the paper's lexical search (node
+    embeddings, for dense or hybrid, are cached beside the BM25 index)."""
     from ark.agent import ARKRetriever
     from ark.llm import LLMClient
     from ark.text_index import load_index
@@ -65,7 +68,8 @@ def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index
     if llm_cache:
         Path(llm_cache).parent.mkdir(parents=True, exist_ok=True)
     llm = LLMClient(backbone, cache=llm_cache)
-    toolset = ToolSet(graph, index, tools)
+    global_search = search.build(graph, index, index_cache) if search is not None else None
+    toolset = ToolSet(graph, index, tools, search=global_search)
     toolset.warm_up()   # numba's first-call set-up, while the agents wait for their first LLM reply
     return ARKRetriever(llm, toolset, graph, agent)
 
@@ -85,10 +89,47 @@ def agent_options(agent_cfg) -> str:
     return ",".join(k for k in OPTIONS if agent_cfg.get(k, False)) or "none"
 
 
+def build_dense(graph, encoder, index_cache: str | None = None, top: int = 100, index_kind: str = "flat",
+                build_embeddings: bool = True):
+    """The dense baseline: candidates ranked by embedding similarity (embeddings cached under ``index_cache``)."""
+    from ark.baselines import DenseRetriever
+    from ark.search import SearchConfig, SearchSetup
+
+    setup = SearchSetup(SearchConfig(mode="dense"), encoder, index_kind, build_embeddings)
+    return DenseRetriever(graph, setup.dense(graph, index_cache or graph.directory), top=top)
+
+
+def build_hybrid(graph, encoder, index_cache: str | None = None, top: int = 100, index_kind: str = "flat",
+                 build_embeddings: bool = True, rrf_k: float = 60.0, depth: int = 100):
+    """The hybrid baseline: RRF of the BM25 and dense baselines' top ``depth``."""
+    from ark.baselines import HybridRetriever
+
+    return HybridRetriever(build_bm25(graph, index_cache, top),
+                           build_dense(graph, encoder, index_cache, top, index_kind, build_embeddings),
+                           top=top, rrf_k=rrf_k, depth=depth)
+
+
+def uses_search(cfg: DictConfig) -> bool:
+    """Whether the run's search group (conf/search/) differs from the paper's lexical search: only the
+    agent searches, and lexical search with BM25 neighbor ranking is what every run did before."""
+    if cfg.retriever.name != "ark":
+        return False
+    c = cfg.search.setup.config
+    return (c.get("mode", "lexical"), c.get("neighbor_rank", "bm25")) != ("lexical", "bm25")
+
+
+def uses_encoder(cfg: DictConfig) -> bool:
+    """Whether the run encodes text (conf/encoder/): a baseline built with an encoder (dense, hybrid),
+    or the agent with a dense or hybrid search or neighbor ranking."""
+    return "encoder" in cfg.retriever.build or uses_search(cfg)
+
+
 def run_info(cfg: DictConfig) -> dict[str, Any]:
     """The run's identity: what the report, the W&B tags and the figures group by."""
     is_ark = cfg.retriever.name == "ark"
     return {"experiment": cfg.experiment_name, "graph": cfg.graph.name, "retriever": cfg.retriever.name,
+            "search": cfg.search.name if is_ark else None,
+            "encoder": cfg.encoder.name if uses_encoder(cfg) else None,
             "backbone": cfg.backbone.name if is_ark else None,
             "budget": cfg.budget.name if is_ark else None,
             "ablation": cfg.ablation.name if is_ark else None,
@@ -117,6 +158,14 @@ def prerequisite_problems(cfg: DictConfig, source=None) -> list[str]:
         if backbone.provider in KEY_PROVIDERS and env and not os.environ.get(env):
             problems.append(f"backbone {backbone.name!r} (provider {backbone.provider}) needs an API key: "
                             f"export {env}=...  (or choose another backbone, e.g. backbone=local)")
+    if uses_encoder(cfg):
+        from ark.embedding import cache_problems
+
+        encoder = instantiate(cfg.encoder.encoder)
+        problems += encoder.problems()
+        build = cfg.search.setup if uses_search(cfg) else cfg.retriever.build
+        if not build.get("build_embeddings", True):
+            problems += cache_problems(cfg.paths.index_cache, encoder, cfg.graph.name)
     return problems
 
 
@@ -185,12 +234,22 @@ def setting_problems(cfg: DictConfig) -> list[str]:
     for key in ("count_failed_as_miss", "progress"):
         if not isinstance(OmegaConf.select(cfg, key), bool):
             bad(key, "use true or false")
+    keys = []
     if cfg.retriever.name == "ark":  # the agent's own checks, before any graph is loaded
-        for key in ("backbone", "budget.agent", "ablation.tools"):
-            try:
-                instantiate(OmegaConf.select(cfg, key))
-            except Exception as e:  # noqa: BLE001 - reported as a setting problem
-                problems.append(f"bad setting in {key}: {_one_line(e)}")
+        keys += ["backbone", "budget.agent", "ablation.tools", "search.setup.config"]
+    if uses_encoder(cfg):
+        keys.append("encoder.encoder")
+    for key in keys:
+        try:
+            instantiate(OmegaConf.select(cfg, key))
+        except Exception as e:  # noqa: BLE001 - reported as a setting problem
+            problems.append(f"bad setting in {key}: {_one_line(e)}")
+    for key in ("search.setup.index_kind", "retriever.build.index_kind"):
+        from ark.vector_index import KINDS
+
+        v = OmegaConf.select(cfg, key, default=None)
+        if v is not None and v not in KINDS and (key.startswith("retriever") or uses_search(cfg)):
+            bad(key, f"choose one of {', '.join(KINDS)}")
     return problems
 
 
@@ -206,7 +265,9 @@ NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progr
                 "compare_to", "logger", "shard", "retriever.build", "backbone.base_url", "backbone.http",
                 "backbone.timeout_s", "backbone.max_retries", "backbone.backoff_base_s",
                 "backbone.backoff_max_s", "backbone.api_key_env", "backbone.endpoint_env",
-                "budget.agent.concurrency")
+                "budget.agent.concurrency", "search.run_suffix", "search.setup.encoder",
+                "search.setup.build_embeddings", "encoder.encoder.models_dir", "encoder.encoder.cache",
+                "encoder.encoder.batch_size", "encoder.encoder.threads")
 ARK_ONLY = ("backbone", "budget", "ablation")
 
 
@@ -230,7 +291,16 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
             built = instantiate(OmegaConf.select(cfg, key))
             if dataclasses.is_dataclass(built):
                 flat.update(_flatten(redact(dataclasses.asdict(built)), f"{key}."))
-    skip = NOT_IDENTITY + (ARK_ONLY if cfg.retriever.name != "ark" else ())
+    if uses_search(cfg):  # with SearchSetup's and SearchConfig's defaults; the encoder is the encoder group's
+        setup = instantiate(cfg.search.setup)
+        flat.update(_flatten(dataclasses.asdict(setup.config), "search.setup.config."))
+        flat.update({f"search.setup.{k}": getattr(setup, k)
+                     for k in ("index_kind", "hnsw_m", "ef_construction", "ef_search")})
+    for key in ("index_kind", "rrf_k", "depth", "hnsw_m", "ef_construction", "ef_search"):
+        if key in cfg.retriever.build:   # how a dense or hybrid baseline ranks
+            flat[f"retriever.{key}"] = cfg.retriever.build[key]
+    skip = (NOT_IDENTITY + (ARK_ONLY if cfg.retriever.name != "ark" else ())
+            + (() if uses_search(cfg) else ("search",)) + (() if uses_encoder(cfg) else ("encoder",)))
     kept = {k: v for k, v in sorted(flat.items()) if not any(k == s or k.startswith(s + ".") for s in skip)}
     return json.loads(json.dumps(kept, default=str))   # as run.json stores it (tuples become lists)
 
@@ -252,10 +322,13 @@ def _check_same_run(out: Path, info: dict[str, Any]) -> None:
         a, b = old, info
         if "agent_options" not in a:  # written before the options existed: all off
             a["agent_options"] = "none" if a.get("retriever") == "ark" else None
+        if "search" not in a:         # written before dense search existed: lexical, no encoder
+            a["search"] = "lexical" if a.get("retriever") == "ark" else None
+        a.setdefault("encoder", None)
         for key in _SCORING_KEYS:     # written before the key existed: the default then
             a.setdefault(key, _SCORING_DEFAULTS[key])
         diff = [k for k in ("graph", "split", "retriever", "backbone", "budget", "ablation", "agent_options",
-                            *_SCORING_KEYS) if a.get(k) != b.get(k)]
+                            "search", "encoder", *_SCORING_KEYS) if a.get(k) != b.get(k)]
     if diff:
         shown = ", ".join(f"{k}={a.get(k, '<unset>')!r} there, {b.get(k, '<unset>')!r} now" for k in diff[:4])
         more = f" (and {len(diff) - 4} more)" if len(diff) > 4 else ""

@@ -64,6 +64,12 @@ a server run in a process of its own.
 on it, never on wall time); ``ScriptedServer(gate=n)`` holds every chat request until ``n`` have
 been in flight together once (a client that never sends ``n`` at once waits out ``gate_timeout_s``
 and then shows a lower ``max_in_flight``), so a concurrency test does not depend on scheduling luck.
+
+Embeddings: ``POST .../embeddings`` answers OpenAI's embeddings format (``encoding_format`` "float" or
+"base64", ``dimensions`` honoured) with ``embedder(text) -> list[float]``, by default `hashed_embedding`
+(a normalised bag of hashed words, ``embedding_dim`` wide: texts sharing words get close vectors).
+Requests land in ``server.embedding_requests``; ``push_embedding_errors(reply, ...)`` makes the next
+embedding requests fail with those (error) replies first (retries, 429s).
 Every ``Reply`` may set ``prompt_tokens``/``completion_tokens`` (usage reported back).
 """
 
@@ -84,6 +90,7 @@ __all__ = [
     "FaultPlan",
     "MALFORMED",
     "Reply",
+    "hashed_embedding",
     "ScriptedServer",
     "context_length_error",
     "dropped",
@@ -218,6 +225,20 @@ class FaultPlan:
         return reply
 
 
+def hashed_embedding(text: str, dim: int = 64) -> list[float]:
+    """A deterministic toy embedding: lower-cased words hashed (md5) into ``dim`` buckets, L2-normalised."""
+    import hashlib
+    import math
+    import re
+
+    v = [0.0] * dim
+    for w in re.findall(r"\w+", text.lower()):
+        h = int.from_bytes(hashlib.md5(w.encode()).digest()[:4], "little")
+        v[h % dim] += 1.0 if (h >> 16) & 1 else -1.0
+    n = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / n for x in v]
+
+
 def first_user_message(request: dict) -> str | None:
     """Default conversation key: the content of the first ``user`` message."""
     for m in request.get("messages", []):
@@ -244,6 +265,8 @@ class ScriptedServer:
         gate_timeout_s: float = 30.0,
         host: str = "127.0.0.1",
         port: int = 0,
+        embedder: Callable[[str], list[float]] | None = None,
+        embedding_dim: int = 64,
     ):
         self._script: list[Reply] = list(script)
         self._pos = 0
@@ -262,6 +285,9 @@ class ScriptedServer:
         self.in_flight = 0  # chat requests received and not yet answered
         self.max_in_flight = 0  # the most chat requests held at once
         self.gate, self.gate_timeout_s = gate, gate_timeout_s
+        self.embedder = embedder or (lambda text: hashed_embedding(text, embedding_dim))
+        self.embedding_requests: list[dict] = []  # JSON bodies of embeddings requests, arrival order
+        self._embedding_errors: list[Reply] = []
         self._lock = threading.Lock()
         self._flight = threading.Condition()
         self._stop = threading.Event()
@@ -324,6 +350,38 @@ class ScriptedServer:
         """Append replies to the sequential script."""
         with self._lock:
             self._script.extend(replies)
+
+    def push_embedding_errors(self, *replies: Reply) -> None:
+        """The next embeddings requests get these (error) replies, in order, before any vectors."""
+        with self._lock:
+            self._embedding_errors.extend(replies)
+
+    def _answer_embeddings(self, request: dict) -> tuple[int, dict[str, str], dict, float]:
+        import base64
+        import struct
+
+        with self._lock:
+            self.embedding_requests.append(request)
+            err = self._embedding_errors.pop(0) if self._embedding_errors else None
+        if err is not None:
+            body = err.error_body or {"error": {"message": f"scripted HTTP {err.status}"}}
+            return err.status, dict(err.headers), body, self.latency_s + err.delay_s
+        inputs = request.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        dims = request.get("dimensions")
+        data = []
+        for i, text in enumerate(inputs):
+            v = list(self.embedder(text))
+            if dims:
+                v = v[:dims]
+            emb: Any = v
+            if request.get("encoding_format") == "base64":
+                emb = base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode()
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        tokens = sum(len(t.split()) for t in inputs)
+        body = {"object": "list", "data": data, "model": request.get("model", "scripted"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return 200, {}, body, self.latency_s
 
     @property
     def remaining(self) -> int:
@@ -440,13 +498,21 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
+            route = self.path.split("?")[0].rstrip("/")
+            if not route.endswith(("/chat/completions", "/embeddings")):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
             try:
                 request = json.loads(raw or b"{}")
             except json.JSONDecodeError as e:
                 self._send(400, {"error": {"message": f"bad JSON: {e}"}})
+                return
+            if route.endswith("/embeddings"):  # not gated: the gate counts chat requests
+                status, headers, body, delay = server._answer_embeddings(request)
+                if delay > 0 and server._stop.wait(delay):
+                    self.close_connection = True
+                    return
+                self._send(status, body, headers)
                 return
             server._enter()
             try:

@@ -29,7 +29,7 @@ def load_template(version: str = "v1") -> str:
     return resources.files(__name__).joinpath(f"system_{version}.md").read_text(encoding="utf-8")
 
 
-def tool_section(tool_names: list[str] | None = None) -> str:
+def tool_section(tool_names: list[str] | None = None, toolset=None) -> str:
     """The prompt's tool list: each registered tool that the default `ToolConfig` offers, then the
     other offered ones (``tool_names``: the graph tools of this run; None: the default toolset).
     A default tool that an ablation removed stays listed; `system_prompt` adds a note naming it."""
@@ -40,7 +40,7 @@ def tool_section(tool_names: list[str] | None = None) -> str:
     offered = set(tool_names or ())
     shown = [t for t in tool_registry.all_tools("graph") if t.enabled(default) or t.name in offered]
     shown += tool_registry.all_tools("answer")
-    return "\n".join(f"- `{t.name}` — {t.guide}" for t in shown)
+    return "\n".join(f"- `{t.name}` — {t.guide_text(toolset)}" for t in shown)
 
 
 def render(template: str, graph_name: str, node_types: list[str], relation_types: list[str],
@@ -54,17 +54,18 @@ def render(template: str, graph_name: str, node_types: list[str], relation_types
     )
 
 
-def system_prompt(graph, version: str = "v1", tool_names: list[str] | None = None) -> str:
+def system_prompt(graph, version: str = "v1", tool_names: list[str] | None = None, toolset=None) -> str:
     """The system prompt for `graph` (a KnowledgeGraph) at prompt `version`.
 
-    `tool_names`: the graph tools actually offered. When a tool ablation removes one of the default
+    `tool_names`: the graph tools actually offered; `toolset` (an `ark.tools.ToolSet`), when given,
+    words the entries that depend on its settings (search_graph's search mode). When a tool ablation removes one of the default
     toolset (e.g. the "w/o Neighbors" setting), a closing note tells the model which tools this run has.
     """
     from ark import tool_registry
     from ark.tools import ToolConfig
 
     text = render(load_template(version), graph.name, list(graph.node_type_names), list(graph.relation_names),
-                  tool_section(tool_names))
+                  tool_section(tool_names, toolset))
     if tool_names is not None:
         default = [t.name for t in tool_registry.all_tools("graph") if t.enabled(ToolConfig())]
         missing = [t for t in default if t not in tool_names]

@@ -1,0 +1,179 @@
+"""Nearest-neighbor search over node vectors (inner product of L2-normalised vectors = cosine).
+
+`VectorIndex(vectors, node_types, kind)`:
+
+* ``kind="flat"`` (default): exact. One matrix-vector product over the (memory-mapped) vectors, then
+  the top k; a node-type filter masks the other types out first, so the answer is exactly the top k
+  of the allowed types. Cost grows with the number of nodes (MAG: see the README's Measured section).
+* ``kind="hnsw"``: faiss ``IndexHNSWFlat`` (inner product), one graph per node type, built once and
+  cached beside the vectors (``hnsw-M<m>-efc<efc>/type<t>.faiss``). A filtered search asks each
+  allowed type's graph for k and merges them, so a filter returns k nodes of the allowed types
+  whenever that many exist (approximate within each type, never "top k overall, then filtered").
+
+``score(q, ids)`` gives exact similarities of given nodes (neighbor ranking).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+KINDS = ("flat", "hnsw")
+INSTALL = "pip install -c <(echo torch==2.13.0) -r requirements-dense.txt"
+
+
+def _faiss():
+    try:
+        import faiss
+    except ImportError as e:
+        raise ImportError(f"kind='hnsw' needs faiss-cpu: {INSTALL}") from e
+    return faiss
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k highest scores, descending, ties by lower position (finite scores only)."""
+    n = len(scores)
+    k = min(k, n)
+    if k <= 0:
+        return np.empty(0, dtype=np.int64)
+    part = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+    order = np.lexsort((part, -scores[part]))
+    out = part[order]
+    return out[np.isfinite(scores[out])]
+
+
+class VectorIndex:
+    """Top-k search over ``vectors`` (float32 [n, dim], rows L2-normalised), optionally by node type."""
+
+    def __init__(self, vectors: np.ndarray, node_types: np.ndarray | None = None, kind: str = "flat",
+                 cache_dir: Path | str | None = None, hnsw_m: int = 32, ef_construction: int = 80,
+                 ef_search: int = 128, threads: int | None = None):
+        if kind not in KINDS:
+            raise ValueError(f"unknown vector index kind {kind!r}; valid: {', '.join(KINDS)}")
+        if vectors.ndim != 2 or vectors.dtype != np.float32:
+            raise ValueError(f"vectors must be float32 [n, dim], got {vectors.dtype} {vectors.shape}")
+        self.vectors = vectors
+        self.kind = kind
+        self.node_types = (np.zeros(len(vectors), dtype=np.int64) if node_types is None
+                           else np.asarray(node_types, dtype=np.int64))
+        if len(self.node_types) != len(vectors):
+            raise ValueError(f"{len(self.node_types)} node types for {len(vectors)} vectors")
+        self.num_types = int(self.node_types.max()) + 1 if len(vectors) else 0
+        self.ef_search = ef_search
+        self._masks: dict[tuple[int, ...], np.ndarray] = {}
+        self._parts: list[tuple[np.ndarray, object]] = []  # per type: (node ids, faiss index)
+        if kind == "hnsw":
+            faiss = _faiss()
+            if threads:
+                faiss.omp_set_num_threads(threads)
+            self._build_hnsw(faiss, cache_dir, hnsw_m, ef_construction)
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
+
+    # ------------------------------------------------------------------ HNSW
+    def _build_hnsw(self, faiss, cache_dir, m: int, efc: int) -> None:
+        folder = Path(cache_dir) / f"hnsw-M{m}-efc{efc}" if cache_dir is not None else None
+        order = np.argsort(self.node_types, kind="stable")
+        bounds = np.searchsorted(self.node_types[order], np.arange(self.num_types + 1))
+        for t in range(self.num_types):
+            ids = order[bounds[t]: bounds[t + 1]]
+            f = folder / f"type{t}.faiss" if folder is not None else None
+            index = None
+            if f is not None and f.is_file():
+                index = faiss.read_index(str(f))
+                if index.ntotal != len(ids) or index.d != self.dim:
+                    index = None
+            if index is None:
+                index = faiss.IndexHNSWFlat(self.dim, m, faiss.METRIC_INNER_PRODUCT)
+                index.hnsw.efConstruction = efc
+                for s in range(0, len(ids), 65536):
+                    index.add(np.ascontiguousarray(self.vectors[ids[s: s + 65536]]))
+                if f is not None:
+                    f.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = f.with_name(f.name + f".tmp{os.getpid()}")
+                    faiss.write_index(index, str(tmp))
+                    os.replace(tmp, f)
+            self._parts.append((ids, index))
+        if folder is not None:
+            (folder / "meta.json").write_text(json.dumps({"m": m, "ef_construction": efc, "n": len(self)}))
+
+    # ------------------------------------------------------------------ search
+    def _mask(self, types: Sequence[int]) -> np.ndarray:
+        key = tuple(sorted(set(int(t) for t in types)))
+        mask = self._masks.get(key)
+        if mask is None:
+            ok = np.zeros(max(self.num_types, 1), dtype=bool)
+            ok[list(key)] = True
+            mask = self._masks[key] = ok[self.node_types]
+        return mask
+
+    def search(self, query: np.ndarray, k: int, types: Sequence[int] | None = None,
+               allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(node ids, similarities) of the k most similar nodes (of ``types`` when given; ``allowed``, a
+        boolean array over nodes, restricts a flat search to any subset), best first."""
+        q = self._check(query)
+        if allowed is not None and self.kind != "flat":
+            raise ValueError("a search restricted to an arbitrary node subset needs index kind 'flat' "
+                             "(hnsw filters by node type only)")
+        if self.kind == "flat":
+            scores = np.asarray(self.vectors @ q, dtype=np.float32)
+            if types is not None:
+                scores = np.where(self._mask(types), scores, -np.inf).astype(np.float32)
+            if allowed is not None:
+                scores = np.where(allowed, scores, -np.inf).astype(np.float32)
+            pos = top_k(scores, k)
+            return pos.astype(np.int64), scores[pos]
+        wanted = range(self.num_types) if types is None else sorted(set(int(t) for t in types))
+        ids_all, sims_all = [], []
+        q2 = q.reshape(1, -1)
+        for t in wanted:
+            ids, index = self._parts[t]
+            if len(ids) == 0:
+                continue
+            index.hnsw.efSearch = max(self.ef_search, k)
+            sims, pos = index.search(q2, min(k, len(ids)))
+            keep = pos[0] >= 0
+            ids_all.append(ids[pos[0][keep]])
+            sims_all.append(sims[0][keep])
+        if not ids_all:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        ids = np.concatenate(ids_all)
+        sims = np.concatenate(sims_all).astype(np.float32)
+        order = np.lexsort((ids, -sims))[:k]
+        return ids[order].astype(np.int64), sims[order]
+
+    def score(self, query: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Exact similarities of the nodes ``ids`` to the query."""
+        q = self._check(query)
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) == 0:
+            return np.empty(0, dtype=np.float32)
+        return np.asarray(self.vectors[ids] @ q, dtype=np.float32)
+
+    def count(self, types: Sequence[int] | None = None) -> int:
+        """Nodes a search can return (of ``types``)."""
+        return len(self) if types is None else int(self._mask(types).sum())
+
+    def _check(self, query: np.ndarray) -> np.ndarray:
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.dim:
+            raise ValueError(f"query vector has {q.shape[0]} dimensions, the index {self.dim}: the encoder "
+                             "does not match the cached node embeddings (rebuild them with this encoder)")
+        return q
+
+    def memory_bytes(self) -> int:
+        """Bytes of the vectors (memory-mapped: in the page cache, shared) plus HNSW graph links."""
+        total = int(self.vectors.nbytes)
+        for _, index in self._parts:
+            # IndexHNSWFlat keeps its own copy of the vectors plus 2*M int32 links per node at level 0
+            total += int(index.ntotal) * (self.dim * 4 + index.hnsw.nb_neighbors(0) * 4)
+        return total
