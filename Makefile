@@ -126,4 +126,7 @@ bench-attribution: $(VENV)/.core ## failure attribution over 1,000 queries' traj
 bench-tables: $(VENV)/.core ## tables vs STaRK-file build and sweep-job cold start at MAG scale (~5 GiB; SCALE=0.01 quick)
 	$(PY) scripts/bench_tables.py --scale $(or $(SCALE),1.0)
 
-bench: bench-graph bench-tools bench-agent bench-runner bench-attribution bench-tables
+bench-dense: $(VENV)/.dense ## encoding throughput; dense/hybrid search latency, exact and HNSW (SCALE=0.02 quick)
+	$(PY) scripts/bench_dense.py --lexical --scale $(or $(SCALE),0.25)
+
+bench: bench-graph bench-tools bench-agent bench-runner bench-attribution bench-tables bench-dense
