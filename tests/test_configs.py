@@ -9,7 +9,7 @@ from hydra.utils import get_class, instantiate
 from ark.sources import StarkSource
 from experiments.run import CONF_DIR, compose, run_info, sweep_points
 
-GROUPS = ("graph", "backbone", "budget", "ablation", "retriever", "logger")
+GROUPS = ("graph", "backbone", "budget", "ablation", "search", "encoder", "retriever", "logger")
 
 
 @functools.lru_cache(maxsize=None)
@@ -31,7 +31,9 @@ def test_groups_have_the_promised_options():
     assert {"gpt-4.1", "gpt-4o", "gpt-4.1-azure", "qwen3-4b", "qwen3-8b", "student", "local",
             "scripted"} <= set(options("backbone"))
     assert set(options("ablation")) == {"full", "no_neighbors", "no_query_rank", "no_type_filter", "paging"}
-    assert set(options("retriever")) == {"ark", "bm25"}
+    assert set(options("retriever")) == {"ark", "bm25", "dense", "hybrid"}
+    assert set(options("search")) == {"lexical", "dense", "hybrid"}
+    assert set(options("encoder")) == {"minilm", "openai-3-small", "ada-002"}
     assert set(options("logger")) == {"none", "wandb"}
     assert {"table1", "ablation", "budget_heatmap", "backbones"} <= set(options("experiment"))
 
