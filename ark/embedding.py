@@ -19,7 +19,7 @@ text version. A cache whose manifest does not match (changed graph, encoder or t
 new one is written beside the old and swapped in whole. ``build=False`` turns a missing cache into an
 error naming the command that builds it:
 
-    python -m ark.embedding --graph demo --encoder all-MiniLM-L6-v2        # build (or reuse) the cache
+    python -m experiments.embed graph=demo encoder=minilm        # build (or reuse) the cache
 
 Install the packages with ``pip install -c <(echo torch==2.13.0) -r requirements-dense.txt``.
 """
@@ -195,6 +195,7 @@ class OpenAIEncoder:
         self.config = BackboneConfig(name=model, model=model, provider=provider, base_url=base_url, **client_kw)
         self.cache = cache
         self._client = None
+        self._thread_loop = None
 
     @property
     def client(self):
@@ -219,21 +220,28 @@ class OpenAIEncoder:
     def name(self) -> str:
         return self.model_name + (f"-d{self.dimensions}" if self.dimensions else "")
 
+    def _loop(self):
+        """The encoder's own event loop, on a daemon thread: `encode` is called from plain code and from
+        the agent's tool handlers, which run inside the agent's loop, where ``asyncio.run`` cannot."""
+        import asyncio
+        import threading
+
+        if self._thread_loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name=f"encoder-{self.model_name}", daemon=True).start()
+            self._thread_loop = loop
+        return self._thread_loop
+
     def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         import asyncio
 
         cut = [t[: self.max_chars] if t.strip() else " " for t in texts]
 
         async def run() -> list[np.ndarray]:
-            try:
-                out = []
-                for s in range(0, len(cut), self.batch_size):
-                    out.append(await self.client.embed(cut[s: s + self.batch_size], self.dimensions))
-                return out
-            finally:
-                await self.client.aclose()
+            return [await self.client.embed(cut[s: s + self.batch_size], self.dimensions)
+                    for s in range(0, len(cut), self.batch_size)]
 
-        parts = asyncio.run(run())
+        parts = asyncio.run_coroutine_threadsafe(run(), self._loop()).result()
         vecs = np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
         if vecs.shape[1] != self.dim:
             raise ValueError(f"{self.model_name} returned {vecs.shape[1]}-dimensional vectors, expected {self.dim}")
@@ -268,18 +276,16 @@ def _manifest(graph, encoder) -> dict:
             "text_version": TEXT_VERSION, "dtype": "float32", "normalized": True}
 
 
-def build_command(graph_name: str, encoder) -> str:
-    cmd = f"python -m ark.embedding --graph {graph_name} --encoder {encoder.settings()['model']}"
-    length = encoder.settings().get("max_seq_length")
-    return cmd + (f" --max-seq-length {length}" if length else "")
+def build_command(graph_name: str) -> str:
+    return f"python -m experiments.embed graph={graph_name} encoder=<this run's encoder option>"
 
 
-def cache_problems(cache_dir: Path | str, encoder, graph_name: str) -> list[str]:
+def cache_problems(cache_dir: Path | str, encoder, graph_name: str, command: str | None = None) -> list[str]:
     """What is wrong with the embedding cache of ``encoder`` under ``cache_dir`` before any graph is
-    loaded (missing, another encoder's, another dimension), each with the command that builds it;
-    empty when it looks usable (the graph's fingerprint is checked when the graph is loaded)."""
+    loaded (missing, another encoder's, another dimension), each with ``command``, the command that
+    builds it; empty when it looks usable (the graph's fingerprint is checked when it is loaded)."""
     d = cache_path(cache_dir, encoder)
-    fix = f"build it with: {build_command(graph_name, encoder)} (or set build_embeddings=true)"
+    fix = f"build it with: {command or build_command(graph_name)} (or set build_embeddings=true)"
     mf = d / "manifest.json"
     if not mf.is_file() or not (d / "vectors.npy").is_file():
         return [f"the embedding cache {d} is missing; {fix}"]
@@ -313,7 +319,7 @@ def node_embeddings(graph, encoder, cache_dir: Path | str, build: bool = True, b
         why = "is missing" if have is None else "was made for " + ", ".join(
             f"{k}={have.get(k)!r}" for k in ("graph", "fingerprint", "encoder", "dim", "text_version", "damaged")
             if have.get(k) != want.get(k))
-        raise EmbeddingCacheError(f"the embedding cache {d} {why}; build it with: {build_command(graph.name, encoder)} "
+        raise EmbeddingCacheError(f"the embedding cache {d} {why}; build it with: {build_command(graph.name)} "
                                   "(or let the search build it: build_embeddings=true)")
     return _build(graph, encoder, d, want, batch, progress)
 
@@ -350,27 +356,6 @@ def _build(graph, encoder, d: Path, manifest: dict, batch: int, progress: bool) 
         d.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, d)
     return NodeEmbeddings(np.load(d / "vectors.npy", mmap_mode="r"), manifest, d)
-
-
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    p = argparse.ArgumentParser(description="Build (or reuse) a graph's node-embedding cache.")
-    p.add_argument("--graph", required=True, help="a conf/graph option, e.g. demo")
-    p.add_argument("--encoder", default="all-MiniLM-L6-v2",
-                   help=f"local: {', '.join(LOCAL_MODELS)}; OpenAI: {', '.join(OPENAI_MODELS)}")
-    p.add_argument("--max-seq-length", type=int, default=None)
-    p.add_argument("--data", default="data")
-    a = p.parse_args(argv)
-    from hydra.utils import instantiate
-
-    from experiments.run import compose
-
-    source = instantiate(compose([f"graph={a.graph}", f"paths.data={a.data}"]).graph)
-    graph = source.graph()
-    enc = make_encoder(a.encoder, max_seq_length=a.max_seq_length, models_dir=default_model_dir(a.data))
-    emb = node_embeddings(graph, enc, source.cache_dir, build=True)
-    print(f"{emb.path}: {emb.vectors.shape[0]:,} x {emb.dim} float32")
 
 
 def make_encoder(model: str, **kw):

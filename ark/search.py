@@ -98,7 +98,7 @@ class DenseSearch:
         if int(encoder.dim) != index.dim:
             raise ValueError(f"encoder {encoder.name} produces {encoder.dim}-dimensional vectors but the node "
                              f"embeddings have {index.dim}: rebuild them with this encoder "
-                             f"(python -m ark.embedding --graph <graph> --encoder <model>)")
+                             f"(python -m experiments.embed graph=<graph> encoder=<encoder>)")
         self.encoder = encoder
         self.index = index
         self.encode_query = functools.lru_cache(maxsize=query_cache)(self._encode)

@@ -165,7 +165,9 @@ def prerequisite_problems(cfg: DictConfig, source=None) -> list[str]:
         problems += encoder.problems()
         build = cfg.search.setup if uses_search(cfg) else cfg.retriever.build
         if not build.get("build_embeddings", True):
-            problems += cache_problems(cfg.paths.index_cache, encoder, cfg.graph.name)
+            from experiments.embed import command
+
+            problems += cache_problems(cfg.paths.index_cache, encoder, cfg.graph.name, command(cfg))
     return problems
 
 

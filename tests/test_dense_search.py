@@ -146,7 +146,7 @@ def test_node_embeddings_are_cached_with_a_manifest_and_rebuilt_when_the_graph_c
     changed = toy_graph()
     changed.meta["fingerprint"] = "another-graph"
     with pytest.raises(EmbeddingCacheError, match=r"was made for fingerprint=.*build it with: python -m "
-                                                  r"ark.embedding --graph toy --encoder text-embedding-3-small"):
+                                                  r"experiments.embed graph=toy encoder="):
         node_embeddings(changed, enc, tmp_path, build=False)
     rebuilt = node_embeddings(changed, enc, tmp_path, progress=False)
     assert rebuilt.manifest["fingerprint"] == "another-graph" and len(server.embedding_requests) > n1
