@@ -76,6 +76,10 @@ PROCESSED_FILES = ("node_info.pkl", "edge_index.pt", "edge_types.pt", "node_type
 SPLITS = ("train", "val", "test")
 TEMPLATES = ("phenotype_by_definition", "genes_of_phenotype_and_disease",
              "diseases_of_defined_phenotype", "children_associated_with_gene")
+# Vocabulary-mismatch templates (generate_mismatch_queries): the query's wording is not in the gold
+# node's document, so lexical search cannot simply match it.
+MISMATCH_TEMPLATES = ("phenotype_by_held_out_synonym", "phenotype_by_reworded_definition")
+ALL_TEMPLATES = TEMPLATES + MISMATCH_TEMPLATES
 QUERIES_PER_TEMPLATE = 300          # split per template: 40% train, 20% val, 40% test
 MAX_GOLD = 20
 # Annotation aspects (column "aspect" of phenotype.hpoa): only P is a phenotype of the disease; the
@@ -545,6 +549,148 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
     return out
 
 
+# --------------------------------------------------------------------------- vocabulary mismatch
+# The paper's stated limitation: lexical global search under-retrieves when a query words a node
+# differently from its document ("paraphrases and domain-specific aliases"). Two templates test it:
+#
+# * phenotype_by_held_out_synonym: a phenotype asked for by one of its HPO synonyms, and that synonym
+#   is removed from the node's document (`hold_out_synonyms`, applied to the graph before it is
+#   written), so the alias is nowhere in the gold document; it shares no word of 4+ letters with the
+#   node's name or remaining synonyms, and no other phenotype has it as name or synonym.
+# * phenotype_by_reworded_definition: a phenotype asked for by its definition with common words
+#   replaced by near-synonyms (`REWORDINGS`, at least two replaced; a fixed table, not a language
+#   model), so the description is not a substring of any document.
+
+HELD_OUT_PER_TEMPLATE = QUERIES_PER_TEMPLATE
+REWORDINGS = {
+    "abnormal": "atypical", "abnormally": "atypically", "abnormality": "anomaly", "abnormalities": "anomalies",
+    "increased": "elevated", "decreased": "lowered", "reduced": "diminished", "enlarged": "oversized",
+    "small": "little", "large": "big", "presence": "occurrence", "absence": "lack", "loss": "depletion",
+    "inability": "incapacity", "affecting": "involving", "involving": "affecting", "characterized": "distinguished",
+    "due": "owing", "increase": "rise", "decrease": "drop", "narrowing": "constriction", "short": "brief",
+    "thickening": "thickened state", "malformation": "misformation", "defect": "flaw", "defects": "flaws",
+    "impaired": "compromised", "impairment": "compromise", "excessive": "undue", "excess": "surplus",
+    "elevated": "raised", "low": "diminished", "high": "raised", "concentration": "level",
+    "concentrations": "levels", "amount": "quantity", "region": "area", "located": "situated",
+    "underdevelopment": "incomplete development", "absent": "missing", "reduction": "lessening",
+}
+_REWORD = re.compile(r"\b(" + "|".join(sorted(map(re.escape, REWORDINGS), key=len, reverse=True)) + r")\b",
+                     re.IGNORECASE)
+_STOP = frozenset("with and the for from that this into than then have has were was are not".split())
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4 and w not in _STOP}
+
+
+def hold_out_synonyms(graph: DemoGraph, per_template: int = HELD_OUT_PER_TEMPLATE,
+                      seed: int = SEED) -> dict[int, str]:
+    """Remove one synonym from the documents of ``per_template`` seeded phenotypes (in place) and
+    return {node: synonym}. A synonym qualifies when no other phenotype has it as name or synonym, it
+    shares no content word with the name or the other synonyms, and the rest of the document does
+    not mention it."""
+    info, types = graph.node_info, graph.node_types
+    pheno = NODE_TYPES.index("effect/phenotype")
+    owners: dict[str, set[int]] = defaultdict(set)
+    for i, t in enumerate(types):
+        if t == pheno:
+            for s in [info[i]["name"], *info[i].get("details", {}).get("synonyms", [])]:
+                owners[s.lower()].add(i)
+    candidates: list[tuple[int, str]] = []
+    for i, t in enumerate(types):
+        if t != pheno:
+            continue
+        synonyms = info[i].get("details", {}).get("synonyms", [])
+        for s in synonyms:
+            others = [x for x in synonyms if x != s]
+            if len(owners[s.lower()]) != 1 or len(s) < 5:
+                continue
+            if _content_words(s) & _content_words(" ".join([info[i]["name"], *others])):
+                continue
+            rest = {**info[i], "details": {**info[i]["details"], "synonyms": others}}
+            if _mentions(json.dumps(rest), [s]):
+                continue
+            candidates.append((i, s))
+    rng = random.Random(seed * 1000 + 77)
+    rng.shuffle(candidates)
+    held: dict[int, str] = {}
+    for i, s in candidates:
+        if i not in held:
+            held[i] = s
+        if len(held) == per_template:
+            break
+    for i, s in held.items():
+        details = info[i]["details"]
+        rest = [x for x in details["synonyms"] if x != s]
+        if rest:
+            details["synonyms"] = rest
+        else:
+            del details["synonyms"]
+    return dict(sorted(held.items()))
+
+
+def reword(text: str) -> tuple[str, int]:
+    """``text`` with the words of `REWORDINGS` replaced (case of the first letter kept), and how many."""
+    count = 0
+
+    def sub(m: re.Match) -> str:
+        nonlocal count
+        count += 1
+        new = REWORDINGS[m.group(0).lower()]
+        return new[:1].upper() + new[1:] if m.group(0)[:1].isupper() else new
+
+    return _REWORD.sub(sub, text), count
+
+
+MISMATCH_PHRASES = {
+    "phenotype_by_held_out_synonym": (
+        "Which phenotype is also known as {s}?",
+        "What is the HPO term for the clinical feature some call {s}?",
+        "Find the phenotype that clinicians also refer to as {s}.",
+    ),
+    "phenotype_by_reworded_definition": (
+        "Which phenotype matches this description: {desc}?",
+        "I am looking for the clinical feature described as {ldesc}. What is it called?",
+        "Find the phenotype that refers to {ldesc}.",
+    ),
+}
+
+
+def generate_mismatch_queries(graph: DemoGraph, held_out: dict[int, str],
+                              per_template: int = QUERIES_PER_TEMPLATE, seed: int = SEED) -> dict[str, list[DemoQuery]]:
+    """The vocabulary-mismatch queries (see above); gold answers are exact (one phenotype each)."""
+    info = graph.node_info
+    out: dict[str, list[DemoQuery]] = {}
+    rng = random.Random(seed * 1000 + 91)
+    phrases = MISMATCH_PHRASES["phenotype_by_held_out_synonym"]
+    out["phenotype_by_held_out_synonym"] = [
+        DemoQuery("phenotype_by_held_out_synonym", rng.choice(phrases).format(s=s), (p,),
+                  (("phenotype", p), ("synonym", s)))
+        for p, s in list(held_out.items())[:per_template]]
+
+    pheno = NODE_TYPES.index("effect/phenotype")
+    docs = "\0".join(json.dumps(info[i]).lower() for i, t in enumerate(graph.node_types) if t == pheno)
+    rng = random.Random(seed * 1000 + 92)
+    ids = [i for i, t in enumerate(graph.node_types) if t == pheno and _description(info[i])]
+    rng.shuffle(ids)
+    phrases = MISMATCH_PHRASES["phenotype_by_reworded_definition"]
+    reworded: list[DemoQuery] = []
+    for p in ids:
+        desc = _description(info[p])
+        if docs.count(desc.lower()) != 1:       # the original wording must single out the phenotype
+            continue
+        new, n = reword(desc)
+        if n < 2 or new.lower() in docs:
+            continue
+        reworded.append(DemoQuery("phenotype_by_reworded_definition",
+                                  rng.choice(phrases).format(desc=new, ldesc=_lower_first(new)), (p,),
+                                  (("description", new), ("phenotype", p), ("replaced", n))))
+        if len(reworded) == per_template:
+            break
+    out["phenotype_by_reworded_definition"] = reworded
+    return out
+
+
 def split_queries(per_template: dict[str, list[DemoQuery]], seed: int = SEED):
     """Shuffle all queries into ids 0..n-1 and split each template 40/20/40 into train/val/test.
 
@@ -552,7 +698,7 @@ def split_queries(per_template: dict[str, list[DemoQuery]], seed: int = SEED):
     """
     rng = random.Random(seed)
     split_of: list[tuple[DemoQuery, str]] = []
-    for template in TEMPLATES:
+    for template in (t for t in ALL_TEMPLATES if t in per_template):
         qs = per_template[template]
         n_train, n_val = int(0.4 * len(qs)), int(0.2 * len(qs))
         for i, q in enumerate(qs):
@@ -631,7 +777,8 @@ def build_demo(root: Path, data_dir: Path | None = None) -> Path:
     processed folder ``<root>/skb/demo/processed``. Deterministic: same input, same bytes."""
     root = Path(root)
     graph = build_graph(data_dir)
-    queries, splits = split_queries(generate_queries(graph))
+    held_out = hold_out_synonyms(graph)
+    queries, splits = split_queries({**generate_queries(graph), **generate_mismatch_queries(graph, held_out)})
     processed = stark.graph_dir(NAME, root)
     write_skb(graph, processed)
     write_qa(queries, splits, stark.qa_dir(NAME, root))
@@ -669,7 +816,7 @@ def statistics(graph: DemoGraph, queries: list[DemoQuery], splits: dict[str, lis
     edges = {r: 0 for r in RELATIONS}
     for _, _, r in graph.edges:
         edges[RELATIONS[r]] += 2
-    templates = {t: sum(q.template == t for q in queries) for t in TEMPLATES}
+    templates = {t: sum(q.template == t for q in queries) for t in ALL_TEMPLATES}
     gold = [len(q.answer_ids) for q in queries]
     return {
         "hpo_version": graph.hpo_version,

@@ -1,0 +1,91 @@
+"""BM25 vs dense vs hybrid baselines per demo query template (Hit@1, Hit@5, R@20, MRR), as a markdown table.
+
+    python scripts/compare_retrievers.py                        # demo test split, MiniLM, all templates
+    python scripts/compare_retrievers.py --split test --max-seq-length 128
+
+The first run encodes every demo node with the local encoder (tens of minutes on 2 busy cores; run it
+under ``flock /work/heavy.lock nice -n 10`` on a shared machine); later runs read the cached node
+embeddings (``data/cache/demo/embeddings/``). The retrievers are `ark.baselines`' BM25Retriever
+(STaRK's BM25), DenseRetriever and HybridRetriever (RRF, constant 60, over each side's top 100), scored
+with ark.metrics exactly as runs are. Needs requirements-dense.txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+LABELS = {"hit@1": "Hit@1", "hit@5": "Hit@5", "recall@20": "R@20", "mrr": "MRR"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=str(ROOT / "data"))
+    p.add_argument("--split", default="test")
+    p.add_argument("--max-seq-length", type=int, default=None)
+    p.add_argument("--out", default=None, help="also write the per-template numbers as CSV here")
+    a = p.parse_args(argv)
+
+    from ark.baselines import BM25Retriever, DenseRetriever, HybridRetriever
+    from ark.embedding import LocalEncoder, default_model_dir
+    from ark.metrics import as_candidates, evaluate
+    from ark.search import SearchConfig, SearchSetup
+    from ark.sources import DemoSource
+
+    source = DemoSource(root=a.data)
+    graph, queries = source.graph(), source.queries().split(a.split)
+    templates = {}
+    with open(source.raw_root / "qa" / "demo" / "query_templates.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            templates[int(row["id"])] = row["template"]
+    enc = LocalEncoder("all-MiniLM-L6-v2", max_seq_length=a.max_seq_length, models_dir=default_model_dir(a.data))
+    t0 = time.perf_counter()
+    dense = SearchSetup(SearchConfig(mode="dense"), enc).dense(graph, source.cache_dir)
+    print(f"node embeddings ready in {time.perf_counter() - t0:.0f} s: {dense.index.vectors.shape}", flush=True)
+    bm25 = BM25Retriever(graph, cache_dir=source.cache_dir, top=100)
+    retrievers = {"BM25": bm25, "dense (MiniLM)": DenseRetriever(graph, dense, top=100),
+                  "hybrid (RRF)": HybridRetriever(BM25Retriever(graph, cache_dir=source.cache_dir),
+                                                  DenseRetriever(graph, dense), top=100)}
+    cands = as_candidates(graph.candidate_ids)
+    scores: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for name, r in retrievers.items():
+        t0 = time.perf_counter()
+        for q in queries:
+            m = evaluate(r.retrieve(q.text), q.answer_ids, cands, METRICS)
+            scores[name, templates[q.id]].append(m)
+            scores[name, "all"].append(m)
+        print(f"{name}: {len(queries)} queries in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    order = list(dict.fromkeys(templates[q.id] for q in sorted(queries, key=lambda q: templates[q.id])))
+    order = sorted(order, key=lambda t: (t.startswith("phenotype_by_held") or "reworded" in t, t)) + ["all"]
+    rows = []
+    print(f"\n{a.split} split, {len(queries)} queries; values in %\n")
+    print("| template | n | " + " | ".join(f"{r}: Hit@1 / Hit@5 / R@20 / MRR" for r in retrievers) + " |")
+    print("|---|---:|" + "---|" * len(retrievers))
+    for t in order:
+        n = len(scores["BM25", t])
+        cells = []
+        for r in retrievers:
+            means = {m: 100 * statistics.fmean(x[m] for x in scores[r, t]) for m in METRICS}
+            rows.append({"template": t, "retriever": r, "n": n, **{m: round(v, 2) for m, v in means.items()}})
+            cells.append(" / ".join(f"{means[m]:.1f}" for m in METRICS))
+        print(f"| {t} | {n} | " + " | ".join(cells) + " |")
+    if a.out:
+        with open(a.out, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
