@@ -555,8 +555,9 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
 #
 # * phenotype_by_held_out_synonym: a phenotype asked for by one of its HPO synonyms, and that synonym
 #   is removed from the node's document (`hold_out_synonyms`, applied to the graph before it is
-#   written), so the alias is nowhere in the gold document; it shares no word of 4+ letters with the
-#   node's name or remaining synonyms, and no other phenotype has it as name or synonym.
+#   written), so the alias is nowhere in the gold document; it shares no word of 4+ letters (compared by
+#   their first five) with the node's name or remaining synonyms, contains none of their words, and no
+#   other phenotype has it as name or synonym.
 # * phenotype_by_reworded_definition: a phenotype asked for by its definition with common words
 #   replaced by near-synonyms (`REWORDINGS`, at least two replaced; a fixed table, not a language
 #   model), so the description is not a substring of any document.
@@ -580,7 +581,8 @@ _STOP = frozenset("with and the for from that this into than then have has were 
 
 
 def _content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4 and w not in _STOP}
+    """Words of 4+ letters (not stopwords), cut to their first 5 letters so inflections meet."""
+    return {w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4 and w not in _STOP}
 
 
 def hold_out_synonyms(graph: DemoGraph, per_template: int = HELD_OUT_PER_TEMPLATE,
@@ -605,7 +607,10 @@ def hold_out_synonyms(graph: DemoGraph, per_template: int = HELD_OUT_PER_TEMPLAT
             others = [x for x in synonyms if x != s]
             if len(owners[s.lower()]) != 1 or len(s) < 5:
                 continue
-            if _content_words(s) & _content_words(" ".join([info[i]["name"], *others])):
+            names = " ".join([info[i]["name"], *others]).lower()
+            if _content_words(s) & _content_words(names) or any(
+                    w in s.lower() for w in re.findall(r"[a-z0-9]{4,}", names) if w not in _STOP) or any(
+                    x.lower() in s.lower() for x in [info[i]["name"], *others]):
                 continue
             rest = {**info[i], "details": {**info[i]["details"], "synonyms": others}}
             if _mentions(json.dumps(rest), [s]):

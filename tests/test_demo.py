@@ -153,7 +153,7 @@ def test_splits_are_disjoint_and_sized(files):
     assert train | val | test == set(qa) == set(templates)
     assert len(test) >= 300 and len(train) > 0 and len(val) > 0
     assert set(splits["test-0.1"]) <= test and len(splits["test-0.1"]) == len(test) // 10
-    assert {templates[q][0] for q in test} == set(demo.TEMPLATES)
+    assert {templates[q][0] for q in test} == set(demo.ALL_TEMPLATES)
 
 
 def test_gold_answers_are_valid_and_between_1_and_20(files):
@@ -442,3 +442,38 @@ def test_reads_as_noun_phrase(desc, ok):
                                             ("HP:0040283", False), ("", False)])
 def test_observed_in_none(frequency, none):
     assert demo.observed_in_none(frequency) is none
+
+
+# ------------------------------------------------------------------ vocabulary-mismatch templates
+def test_held_out_synonym_queries_ask_by_an_hpo_alias_missing_from_the_document(files):
+    info = files["node_info"]
+    terms = demo.parse_obo(demo.hpo_data_dir() / "hp.obo")
+    rows = _templates(files, "phenotype_by_held_out_synonym")
+    assert len(rows) == demo.QUERIES_PER_TEMPLATE
+    written = defaultdict(set)  # name or synonym as written in the graph -> phenotypes
+    for i, n in info.items():
+        if n["type"] == "effect/phenotype":
+            for s in [n["name"], *n.get("details", {}).get("synonyms", [])]:
+                written[s.lower()].add(i)
+    for qid, params in rows:
+        query, gold = files["qa"][qid]
+        p, s = params["phenotype"], params["synonym"]
+        assert gold == [p] and s in query and info[p]["name"].lower() not in query.lower()
+        assert s in terms[info[p]["id"]].synonyms                  # a real HPO synonym of the gold term
+        assert s.lower() not in json.dumps(info[p]).lower()       # ...held out of its document
+        assert not written.get(s.lower())                          # ...and of every other phenotype's
+
+
+def test_reworded_definition_queries_are_not_in_any_document(files, definitions):
+    info = files["node_info"]
+    docs = "\0".join(json.dumps(n).lower() for n in info.values())
+    rows = _templates(files, "phenotype_by_reworded_definition")
+    assert len(rows) == demo.QUERIES_PER_TEMPLATE
+    for qid, params in rows:
+        query, gold = files["qa"][qid]
+        p, desc = params["phenotype"], params["description"]
+        assert gold == [p] and desc[1:] in query and params["replaced"] >= 2
+        assert desc.lower() not in docs
+        original = demo._description(info[p])
+        assert demo.reword(original) == (desc, params["replaced"])
+        assert [i for i, text in definitions if original in text] == [p]
