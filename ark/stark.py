@@ -698,7 +698,8 @@ def read_queries(name: str, root: Path | str = DEFAULT_ROOT) -> QuerySet:
     """Read the QA set of graph ``name`` (no network).
 
     STaRK graphs need every file `download` fetches; the demo needs ``stark_qa.csv`` and the
-    train/val/test indices (``test-0.1`` and the human-generated csv are read when present).
+    train/val/test indices (``test-0.1``, its other ``split/*.index`` files such as ``test-mismatch``
+    and the human-generated csv are read when present).
     """
     check_name(name)
     root = Path(root)
@@ -718,6 +719,14 @@ def read_queries(name: str, root: Path | str = DEFAULT_ROOT) -> QuerySet:
         if unknown:
             raise StarkFileError(f"{files[s]} lists query ids not in {files['queries'].name}: {unknown[:10]}")
         splits[s] = ids
+    if name == "demo":  # the demo's splits of its own (ark.demo.MISMATCH_SPLIT), after STaRK's
+        for f in sorted(files["test"].parent.glob("*.index")):
+            if f.stem not in splits:
+                ids = _read_index(f, name, root)
+                unknown = [q for q in ids if q not in queries]
+                if unknown:
+                    raise StarkFileError(f"{f} lists query ids not in {files['queries'].name}: {unknown[:10]}")
+                splits[f.stem] = ids
     human = []
     if not (HUMAN_SPLIT in optional and not files[HUMAN_SPLIT].exists()):
         human = sorted(_read_csv(files[HUMAN_SPLIT], name, root), key=lambda q: q.id)

@@ -1,7 +1,7 @@
 """BM25 vs dense vs hybrid baselines per demo query template (Hit@1, Hit@5, R@20, MRR), as a markdown table.
 
-    python scripts/compare_retrievers.py                        # demo test split, MiniLM, all templates
-    python scripts/compare_retrievers.py --split test --max-seq-length 128
+    python scripts/compare_retrievers.py          # demo test + test-mismatch splits, MiniLM, every template
+    python scripts/compare_retrievers.py --splits test --max-seq-length 128
 
 The first run encodes every demo node with the local encoder (tens of minutes on 2 busy cores; run it
 under ``flock /work/heavy.lock nice -n 10`` on a shared machine); later runs read the cached node
@@ -30,7 +30,8 @@ LABELS = {"hit@1": "Hit@1", "hit@5": "Hit@5", "recall@20": "R@20", "mrr": "MRR"}
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(ROOT / "data"))
-    p.add_argument("--split", default="test")
+    p.add_argument("--splits", default="test,test-mismatch",
+                   help="comma-separated demo splits (test-mismatch: the vocabulary-mismatch templates)")
     p.add_argument("--max-seq-length", type=int, default=None)
     p.add_argument("--out", default=None, help="also write the per-template numbers as CSV here")
     a = p.parse_args(argv)
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     from ark.sources import DemoSource
 
     source = DemoSource(root=a.data)
-    graph, queries = source.graph(), source.queries().split(a.split)
+    splits = [x for x in a.splits.split(",") if x]
+    graph, queries = source.graph(), [q for x in splits for q in source.queries().split(x)]
     templates = {}
     with open(source.raw_root / "qa" / "demo" / "query_templates.csv", newline="") as f:
         for row in csv.DictReader(f):
@@ -62,13 +64,20 @@ def main(argv: list[str] | None = None) -> int:
         for q in queries:
             m = evaluate(r.retrieve(q.text), q.answer_ids, cands, METRICS)
             scores[name, templates[q.id]].append(m)
-            scores[name, "all"].append(m)
         print(f"{name}: {len(queries)} queries in {time.perf_counter() - t0:.1f} s", flush=True)
 
-    order = list(dict.fromkeys(templates[q.id] for q in sorted(queries, key=lambda q: templates[q.id])))
-    order = sorted(order, key=lambda t: (t.startswith("phenotype_by_held") or "reworded" in t, t)) + ["all"]
+    from ark.demo import ALL_TEMPLATES, MISMATCH_TEMPLATES
+
+    present = {templates[q.id] for q in queries}
+    order = [t for t in ALL_TEMPLATES if t in present]
+    for group, members in (("all", [t for t in order if t not in MISMATCH_TEMPLATES]),
+                           ("all mismatch", [t for t in order if t in MISMATCH_TEMPLATES])):
+        if members:
+            order.append(group)
+            for name in retrievers:
+                scores[name, group] = [m for t in members for m in scores[name, t]]
     rows = []
-    print(f"\n{a.split} split, {len(queries)} queries; values in %\n")
+    print(f"\n{' + '.join(splits)} split(s), {len(queries)} queries; values in %\n")
     print("| template | n | " + " | ".join(f"{r}: Hit@1 / Hit@5 / R@20 / MRR" for r in retrievers) + " |")
     print("|---|---:|" + "---|" * len(retrievers))
     for t in order:

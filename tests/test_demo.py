@@ -48,7 +48,7 @@ def _load(root: Path) -> dict:
     with open(root / "qa" / "demo" / "query_templates.csv", newline="") as fh:
         out["templates"] = {int(r["id"]): (r["template"], json.loads(r["params"])) for r in csv.DictReader(fh)}
     out["splits"] = {s: [int(x) for x in (root / "qa" / "demo" / "split" / f"{s}.index").read_text().split()]
-                     for s in ("train", "val", "test", "test-0.1")}
+                     for s in ("train", "val", "test", "test-0.1", demo.MISMATCH_SPLIT)}
     return out
 
 
@@ -148,12 +148,36 @@ def test_every_edge_is_stored_in_both_directions_with_allowed_types(files):
 
 def test_splits_are_disjoint_and_sized(files):
     qa, splits, templates = files["qa"], files["splits"], files["templates"]
-    train, val, test = (set(splits[s]) for s in ("train", "val", "test"))
-    assert not (train & val or train & test or val & test)
-    assert train | val | test == set(qa) == set(templates)
-    assert len(test) >= 300 and len(train) > 0 and len(val) > 0
+    train, val, test, mismatch = (set(splits[s]) for s in ("train", "val", "test", demo.MISMATCH_SPLIT))
+    assert not (train & val or train & test or val & test or mismatch & (train | val | test))
+    assert train | val | test | mismatch == set(qa) == set(templates)
+    assert len(test) == 480 and len(train) == 480 and len(val) == 240
     assert set(splits["test-0.1"]) <= test and len(splits["test-0.1"]) == len(test) // 10
-    assert {templates[q][0] for q in test} == set(demo.ALL_TEMPLATES)
+    assert {templates[q][0] for q in test | train | val} == set(demo.TEMPLATES)
+    assert {templates[q][0] for q in mismatch} == set(demo.MISMATCH_TEMPLATES)
+    assert sorted(mismatch) == list(range(len(qa) - len(mismatch), len(qa)))    # ids after the others'
+
+
+# What builder version 2 wrote (before the mismatch split existed): README's demo numbers are measured
+# on these queries and splits, so version 3 must write them byte for byte (sha256, first 16 hex digits).
+V2 = {"train": "fd4a1118e85b8ebd", "val": "b8f03044eae6bfe7", "test": "7dd7dea0e5921221", "test-0.1": "2d93829e85474da1",
+      "stark_qa.csv": "8c5d9acfabb23904", "query_templates.csv": "6709824f1e2e7397"}
+
+
+def test_the_splits_of_builder_version_2_are_unchanged(root, files):
+    import hashlib
+
+    qa = root / "qa" / "demo"
+
+    def digest(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()[:16]
+
+    for s in ("train", "val", "test", "test-0.1"):
+        assert digest((qa / "split" / f"{s}.index").read_bytes()) == V2[s], s
+    n = len(files["qa"]) - len(files["splits"][demo.MISMATCH_SPLIT])
+    for name in ("stark_qa/stark_qa.csv", "query_templates.csv"):
+        lines = (qa / name).read_bytes().splitlines(keepends=True)[: n + 1]   # header + the old queries
+        assert digest(b"".join(lines)) == V2[name.split("/")[-1]], name
 
 
 def test_gold_answers_are_valid_and_between_1_and_20(files):
@@ -234,6 +258,17 @@ def test_is_built_and_ensure_demo_reuse(root, tmp_path):
     assert demo.ensure_demo(root) == root / "skb" / "demo" / "processed"
     assert (root / "skb" / "demo" / "processed" / "node_info.pkl").stat().st_mtime_ns == before
     assert not demo.is_built(tmp_path)
+    # a build of another builder version (e.g. 2, which had no mismatch split) is rebuilt, not reused
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(root, old)
+    info = json.loads(demo.build_info_path(old).read_text())
+    demo.build_info_path(old).write_text(json.dumps({**info, "builder_version": 2}))
+    assert not demo.is_built(old)
+    (old / "qa" / "demo" / "split" / f"{demo.MISMATCH_SPLIT}.index").unlink()
+    demo.build_info_path(old).write_text(json.dumps(info))
+    assert not demo.is_built(old)                                   # a file missing: rebuilt too
 
 
 def test_missing_hpo_file_is_named(tmp_path):
@@ -266,7 +301,7 @@ def test_stark_reader_loads_the_demo(root):
     children = g.neighbors(seizure, node_types=["effect/phenotype"], relations=["parent-child"])
     assert len(children) > 0
     qs = stark.read_queries("demo", root)
-    for split in ("train", "val", "test", "test-0.1"):
+    for split in ("train", "val", "test", "test-0.1", demo.MISMATCH_SPLIT):
         ids = [int(x) for x in (root / "qa" / "demo" / "split" / f"{split}.index").read_text().split()]
         assert [q.id for q in qs.split(split)] == ids
 
