@@ -184,11 +184,12 @@ class SearchSetup:
 
     config: SearchConfig
     encoder: object | None = None  # ark.embedding.LocalEncoder / OpenAIEncoder
-    index_kind: str = "flat"  # flat (exact) | hnsw (ark.vector_index)
+    index_kind: str = "flat"  # flat (exact) | hnsw | ivf (ark.vector_index)
     build_embeddings: bool = True  # False: a missing embedding cache is an error naming the command
-    hnsw_m: int = 32
-    ef_construction: int = 80
-    ef_search: int = 128
+    hnsw_m: int = 32  # hnsw: links per node
+    ef_construction: int = 80  # hnsw: candidate list while building
+    ef_search: int = 128  # hnsw: candidate list while searching (at least k)
+    nprobe: int = 16  # ivf: inverted lists searched per query
 
     def __post_init__(self) -> None:
         from ark.vector_index import KINDS
@@ -211,7 +212,8 @@ class SearchSetup:
 
         emb = node_embeddings(graph, self.encoder, cache_dir, build=self.build_embeddings)
         index = VectorIndex(emb.vectors, np.asarray(graph.node_types), self.index_kind, cache_dir=emb.path,
-                            hnsw_m=self.hnsw_m, ef_construction=self.ef_construction, ef_search=self.ef_search)
+                            hnsw_m=self.hnsw_m, ef_construction=self.ef_construction, ef_search=self.ef_search,
+                            nprobe=self.nprobe)
         return DenseSearch(self.encoder, index)
 
     def build(self, graph, bm25, cache_dir) -> GlobalSearch:

@@ -9,6 +9,10 @@
   cached beside the vectors (``hnsw-M<m>-efc<efc>/type<t>.faiss``). A filtered search asks each
   allowed type's graph for k and merges them, so a filter returns k nodes of the allowed types
   whenever that many exist (approximate within each type, never "top k overall, then filtered").
+* ``kind="ivf"``: faiss ``IndexIVFFlat`` (inner product), one per node type with about sqrt(n)
+  lists (k-means on a sample of at most 64 vectors per list), ``nprobe`` lists searched; cached as
+  ``ivf/type<t>.faiss``. Builds far faster than HNSW on few cores (one k-means and one assignment
+  pass), and filters by node type the same way.
 
 ``score(q, ids)`` gives exact similarities of given nodes (neighbor ranking).
 """
@@ -22,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-KINDS = ("flat", "hnsw")
+KINDS = ("flat", "hnsw", "ivf")
 INSTALL = "pip install -c <(echo torch==2.13.0) -r requirements-dense.txt"
 
 
@@ -30,7 +34,7 @@ def _faiss():
     try:
         import faiss
     except ImportError as e:
-        raise ImportError(f"kind='hnsw' needs faiss-cpu: {INSTALL}") from e
+        raise ImportError(f"kind='hnsw' and kind='ivf' need faiss-cpu: {INSTALL}") from e
     return faiss
 
 
@@ -51,7 +55,7 @@ class VectorIndex:
 
     def __init__(self, vectors: np.ndarray, node_types: np.ndarray | None = None, kind: str = "flat",
                  cache_dir: Path | str | None = None, hnsw_m: int = 32, ef_construction: int = 80,
-                 ef_search: int = 128, threads: int | None = None):
+                 ef_search: int = 128, threads: int | None = None, nprobe: int = 16):
         if kind not in KINDS:
             raise ValueError(f"unknown vector index kind {kind!r}; valid: {', '.join(KINDS)}")
         if vectors.ndim != 2 or vectors.dtype != np.float32:
@@ -64,6 +68,7 @@ class VectorIndex:
             raise ValueError(f"{len(self.node_types)} node types for {len(vectors)} vectors")
         self.num_types = int(self.node_types.max()) + 1 if len(vectors) else 0
         self.ef_search = ef_search
+        self.nprobe = nprobe
         self._masks: dict[tuple[int, ...], np.ndarray] = {}
         self._parts: list[tuple[np.ndarray, object]] = []  # per type: (node ids, faiss index)
         if kind == "hnsw":
@@ -71,6 +76,11 @@ class VectorIndex:
             if threads:
                 faiss.omp_set_num_threads(threads)
             self._build_hnsw(faiss, cache_dir, hnsw_m, ef_construction)
+        elif kind == "ivf":
+            faiss = _faiss()
+            if threads:
+                faiss.omp_set_num_threads(threads)
+            self._build_ivf(faiss, cache_dir)
 
     @property
     def dim(self) -> int:
@@ -106,6 +116,34 @@ class VectorIndex:
         if folder is not None:
             (folder / "meta.json").write_text(json.dumps({"m": m, "ef_construction": efc, "n": len(self)}))
 
+    def _build_ivf(self, faiss, cache_dir) -> None:
+        folder = Path(cache_dir) / "ivf" if cache_dir is not None else None
+        order = np.argsort(self.node_types, kind="stable")
+        bounds = np.searchsorted(self.node_types[order], np.arange(self.num_types + 1))
+        rng = np.random.default_rng(0)
+        for t in range(self.num_types):
+            ids = order[bounds[t]: bounds[t + 1]]
+            nlist = max(1, min(int(np.sqrt(len(ids))), len(ids) // 39 or 1))
+            f = folder / f"type{t}.faiss" if folder is not None else None
+            index = None
+            if f is not None and f.is_file():
+                index = faiss.read_index(str(f))
+                if index.ntotal != len(ids) or index.d != self.dim or index.nlist != nlist:
+                    index = None
+            if index is None:
+                quantizer = faiss.IndexFlatIP(self.dim)
+                index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+                sample = np.sort(rng.choice(len(ids), size=min(len(ids), 64 * nlist), replace=False))
+                index.train(np.ascontiguousarray(self.vectors[ids[sample]]))
+                for s in range(0, len(ids), 65536):
+                    index.add(np.ascontiguousarray(self.vectors[ids[s: s + 65536]]))
+                if f is not None:
+                    f.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = f.with_name(f.name + f".tmp{os.getpid()}")
+                    faiss.write_index(index, str(tmp))
+                    os.replace(tmp, f)
+            self._parts.append((ids, index))
+
     # ------------------------------------------------------------------ search
     def _mask(self, types: Sequence[int]) -> np.ndarray:
         key = tuple(sorted(set(int(t) for t in types)))
@@ -123,7 +161,7 @@ class VectorIndex:
         q = self._check(query)
         if allowed is not None and self.kind != "flat":
             raise ValueError("a search restricted to an arbitrary node subset needs index kind 'flat' "
-                             "(hnsw filters by node type only)")
+                             f"({self.kind} filters by node type only)")
         if self.kind == "flat":
             scores = np.asarray(self.vectors @ q, dtype=np.float32)
             if types is not None:
@@ -139,7 +177,10 @@ class VectorIndex:
             ids, index = self._parts[t]
             if len(ids) == 0:
                 continue
-            index.hnsw.efSearch = max(self.ef_search, k)
+            if self.kind == "hnsw":
+                index.hnsw.efSearch = max(self.ef_search, k)
+            else:
+                index.nprobe = min(self.nprobe, index.nlist)
             sims, pos = index.search(q2, min(k, len(ids)))
             keep = pos[0] >= 0
             ids_all.append(ids[pos[0][keep]])
@@ -174,6 +215,9 @@ class VectorIndex:
         """Bytes of the vectors (memory-mapped: in the page cache, shared) plus HNSW graph links."""
         total = int(self.vectors.nbytes)
         for _, index in self._parts:
-            # IndexHNSWFlat keeps its own copy of the vectors plus 2*M int32 links per node at level 0
-            total += int(index.ntotal) * (self.dim * 4 + index.hnsw.nb_neighbors(0) * 4)
+            if self.kind == "hnsw":
+                # IndexHNSWFlat keeps its own copy of the vectors plus 2*M int32 links per node at level 0
+                total += int(index.ntotal) * (self.dim * 4 + index.hnsw.nb_neighbors(0) * 4)
+            else:  # IndexIVFFlat: its own copy of the vectors, an int64 id each, the centroids
+                total += int(index.ntotal) * (self.dim * 4 + 8) + int(index.nlist) * self.dim * 4
         return total

@@ -9,11 +9,13 @@
 
 `main` is a thin ``@hydra.main`` over `run(cfg)`, which tests call with a composed config. The run
 directory is ``results/runs/<experiment>/<graph>/<run_name>_<split>[_limit<n>]/`` (``run_name``:
-``ark-<backbone>-<budget>-<ablation>`` or ``bm25``); rerunning the same command resumes it
+``ark-<backbone>-<budget>-<ablation>[-<search>-<encoder>]``, ``bm25``, or ``dense|hybrid-<encoder>-none-none``);
+rerunning the same command resumes it
 (finished queries are skipped, failed and degraded ones retried, and the LLM cache answers the calls
 already made). The option files build their objects with ``_target_``: ``conf/graph/*.yaml`` a graph
 source of `ark.sources` (STaRK, demo, tables), ``conf/retriever/*.yaml`` the factories below
-(`build_ark`, `build_bm25`).
+(`build_ark`, `build_bm25`, `build_dense`, `build_hybrid`), ``conf/search/*.yaml`` the agent's
+global search (`ark.search.SearchSetup`) and ``conf/encoder/*.yaml`` its text encoder.
 
 Before anything is read or written, `check_settings` checks every setting (one line per bad value,
 naming the valid choices). ``run.json`` records the run's identity (`run_identity`: every resolved
@@ -297,8 +299,8 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
         setup = instantiate(cfg.search.setup)
         flat.update(_flatten(dataclasses.asdict(setup.config), "search.setup.config."))
         flat.update({f"search.setup.{k}": getattr(setup, k)
-                     for k in ("index_kind", "hnsw_m", "ef_construction", "ef_search")})
-    for key in ("index_kind", "rrf_k", "depth", "hnsw_m", "ef_construction", "ef_search"):
+                     for k in ("index_kind", "hnsw_m", "ef_construction", "ef_search", "nprobe")})
+    for key in ("index_kind", "rrf_k", "depth", "hnsw_m", "ef_construction", "ef_search", "nprobe"):
         if key in cfg.retriever.build:   # how a dense or hybrid baseline ranks
             flat[f"retriever.{key}"] = cfg.retriever.build[key]
     skip = (NOT_IDENTITY + (ARK_ONLY if cfg.retriever.name != "ark" else ())

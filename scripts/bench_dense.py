@@ -8,11 +8,12 @@ Prints, in one run:
    ``max_seq_length`` and torch's dynamic int8 quantization of the Linear layers, each with the mean
    cosine of its vectors to the full-length fp32 ones (what the speed costs);
 2. search latency at a fraction ``--scale`` of MAG (1.0 = 1.9M nodes) with synthetic 384-dim vectors
-   (unit Gaussian, normalised) and node types in MAG's proportions: exact (flat) and HNSW
-   (M=32, efConstruction=80, efSearch=128) dense search, unfiltered and filtered to papers, and hybrid
+   (``--clusters`` Gaussian topic clusters, normalised; 0 for uniform) and node types in MAG's proportions: exact (flat) and HNSW
+   (``--hnsw-m/--ef-construction/--ef-search``) dense search, unfiltered and filtered to papers, and hybrid
    (BM25 top 100 + dense top 100, RRF) beside lexical BM25 on ``scripts/bench_tools.py``'s synthetic
-   MAG graph (``--lexical``); HNSW build time, recall@10 against exact, and the memory of the vectors.
-   Query vectors are given (the query-encoding cost is part 1), so search alone is timed.
+   MAG graph (``--lexical``); IVF (``--nprobe``) beside HNSW; build time, recall@10 against exact
+   (computed in blocks), and the memory of the vectors. Query vectors are given (the query-encoding
+   cost is part 1), so search alone is timed; the exact index is timed on ``--flat-queries`` queries.
 
     python scripts/bench_dense.py --scale 0.02 --lexical            # a minute
     flock /work/heavy.lock nice -n 10 python scripts/bench_dense.py --scale 0.25 --lexical
@@ -33,20 +34,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 MAG_SIZES = {"paper": 700_244, "author": 1_134_649, "institution": 8_740, "field_of_study": 59_965}
 
 
-def _pct(times: list[float]) -> tuple[float, float]:
-    t = np.asarray(times) * 1000
-    return float(np.percentile(t, 50)), float(np.percentile(t, 99))
+def _pct(times) -> tuple[float, float, float, float]:
+    """p50/p99 of wall time and of the calling thread's CPU time (immune to preemption on a busy machine;
+    faiss and numpy run single-threaded for searches here, so the thread's CPU time is the work)."""
+    t = np.asarray(times, dtype=np.float64).reshape(-1, 2) * 1000
+    return (float(np.percentile(t[:, 0], 50)), float(np.percentile(t[:, 0], 99)),
+            float(np.percentile(t[:, 1], 50)), float(np.percentile(t[:, 1], 99)))
 
 
-def _time(fn, args_list) -> list[float]:
+def _timed(fn, a) -> tuple[float, float]:
+    w0, c0 = time.perf_counter(), time.thread_time()
+    fn(a)
+    return time.perf_counter() - w0, time.thread_time() - c0
+
+
+def _time(fn, args_list) -> list[tuple[float, float]]:
     for a in args_list[:3]:  # warm up (numba compilation, page faults)
         fn(a)
-    out = []
-    for a in args_list:
-        t0 = time.perf_counter()
-        fn(a)
-        out.append(time.perf_counter() - t0)
-    return out
+    return [_timed(fn, a) for a in args_list]
 
 
 def bench_encoding(n_texts: int, data: str) -> None:
@@ -86,7 +91,9 @@ def bench_encoding(n_texts: int, data: str) -> None:
           f"cosine to fp32: mean {np.mean(np.sum(v * ref, 1)):.3f}, min {np.min(np.sum(v * ref, 1)):.3f})")
 
 
-def bench_search(scale: float, n_queries: int, lexical: bool, dim: int = 384) -> None:
+def bench_search(scale: float, n_queries: int, lexical: bool, dim: int = 384, kinds=("hnsw", "ivf"),
+                 hnsw_m: int = 32, efc: int = 80, ef_search: int = 128, nprobe: int = 16,
+                 build_threads: int = 2, flat_queries: int = 30, clusters: int = 2000, spread: float = 0.6) -> None:
     from ark.search import DenseSearch, GlobalSearch, SearchConfig
     from ark.vector_index import VectorIndex
 
@@ -111,9 +118,13 @@ def bench_search(scale: float, n_queries: int, lexical: bool, dim: int = 384) ->
         texts = [f"q{i}" for i in range(n_queries)]
     n = len(types)
     vecs = np.empty((n, dim), dtype=np.float32)
+    centers = rng.standard_normal((max(clusters, 1), dim), dtype=np.float32) / np.sqrt(dim)
     for s in range(0, n, 200_000):
-        block = rng.standard_normal((min(n, s + 200_000) - s, dim), dtype=np.float32)
-        vecs[s: s + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        m = min(n, s + 200_000) - s
+        block = rng.standard_normal((m, dim), dtype=np.float32) / np.sqrt(dim)
+        if clusters:  # topic structure, as sentence embeddings have: a cluster center plus noise
+            block = centers[rng.integers(0, clusters, m)] + spread * block
+        vecs[s: s + m] = block / np.linalg.norm(block, axis=1, keepdims=True)
     # a query is a noisy copy of a random node's vector (its nearest neighbors are meaningful)
     targets = rng.integers(0, n, n_queries)
     qv = vecs[targets] + 0.5 * rng.standard_normal((n_queries, dim), dtype=np.float32) / np.sqrt(dim)
@@ -128,50 +139,61 @@ def bench_search(scale: float, n_queries: int, lexical: bool, dim: int = 384) ->
         def encode(self, batch):
             return np.stack([by_text[t] for t in batch])
 
-    print(f"\n2. search over {n:,} nodes x {dim} float32 (scale {scale}); vectors {vecs.nbytes / 2**30:.2f} GiB; "
-          f"{n_queries} queries, ms per call")
-    print(f"   {'':<46} {'p50':>8} {'p99':>8}")
+    print(f"\n2. search over {n:,} nodes x {dim} float32 (scale {scale}; "
+          + (f"{clusters} Gaussian clusters, spread {spread}" if clusters else "uniform on the sphere")
+          + f"); vectors {vecs.nbytes / 2**30:.2f} GiB; {n_queries} queries, ms per call")
+    print(f"   {'':<60} {'wall p50':>9} {'p99':>8} {'CPU p50':>9} {'p99':>8}")
 
     def row(label, times):
-        p50, p99 = _pct(times)
-        print(f"   {label:<46} {p50:8.2f} {p99:8.2f}")
+        p50, p99, c50, c99 = _pct(times)
+        print(f"   {label:<60} {p50:9.2f} {p99:8.2f} {c50:9.2f} {c99:8.2f}", flush=True)
 
     flat = VectorIndex(vecs, types)
-    exact = {}
-    times = []
-    for t, q in zip(texts, qv):
-        t0 = time.perf_counter()
-        exact[t] = flat.search(q, 10)[0]
-        times.append(time.perf_counter() - t0)
-    row("dense exact (flat), top 10", times)
-    row("dense exact (flat), papers only, top 10", _time(lambda q: flat.search(q, 10, [paper]), qv))
-    t0 = time.perf_counter()
-    hnsw = VectorIndex(vecs, types, kind="hnsw", hnsw_m=32, ef_construction=80, ef_search=128)
-    build = time.perf_counter() - t0
-    found = []
-    times = []
-    for t, q in zip(texts, qv):
-        t0 = time.perf_counter()
-        ids = hnsw.search(q, 10)[0]
-        times.append(time.perf_counter() - t0)
-        found.append(len(set(ids.tolist()) & set(exact[t].tolist())) / 10)
-    row("dense HNSW, top 10", times)
-    row("dense HNSW, papers only, top 10", _time(lambda q: hnsw.search(q, 10, [paper]), qv))
+    # exact top 10 of every query in blocks of nodes (the reference for recall), then per-call timings
+    best = np.full((n_queries, 10), -np.inf, dtype=np.float32)
+    best_ids = np.zeros((n_queries, 10), dtype=np.int64)
+    for s in range(0, n, 262_144):
+        sims = qv @ vecs[s: s + 262_144].T
+        cat = np.concatenate([best, sims], axis=1)
+        cat_ids = np.concatenate([best_ids, np.arange(s, s + sims.shape[1])[None, :].repeat(n_queries, 0)], axis=1)
+        top = np.argpartition(-cat, 9, axis=1)[:, :10]
+        best, best_ids = np.take_along_axis(cat, top, 1), np.take_along_axis(cat_ids, top, 1)
+    exact = {t: set(ids.tolist()) for t, ids in zip(texts, best_ids)}
+    few = qv[:flat_queries]
+    row(f"dense exact (flat), top 10 [{len(few)} queries]", _time(lambda q: flat.search(q, 10), few))
+    row(f"dense exact (flat), papers only, top 10 [{len(few)}]", _time(lambda q: flat.search(q, 10, [paper]), few))
     import faiss
 
-    faiss.omp_set_num_threads(1)  # one query at a time: threads only add overhead
-    row("dense HNSW, top 10 (1 thread)", _time(lambda q: hnsw.search(q, 10), qv))
-    print(f"   HNSW: build {build:.0f} s ({n / build:,.0f} vectors/s), recall@10 vs exact {np.mean(found):.3f}, "
-          f"memory (vectors + HNSW copy and links) {hnsw.memory_bytes() / 2**30:.2f} GiB")
+    lex = None
     if lexical:
         lex = GlobalSearch(bm25)
         row("lexical BM25 search_graph core, top 5", _time(lambda t: lex.search(t, 5), texts))
-        for label, index in (("exact", flat), ("HNSW", hnsw)):
-            dense = DenseSearch(GivenVectors(), index)
-            for t in texts[:3]:
-                dense.encode_query(t)
-            hyb = GlobalSearch(bm25, dense, SearchConfig(mode="hybrid"))
-            row(f"hybrid (BM25 + {label} dense, RRF over top 100), top 5", _time(lambda t: hyb.search(t, 5), texts))
+
+    def hybrid_row(label, index, qs):
+        if lex is not None:
+            hyb = GlobalSearch(bm25, DenseSearch(GivenVectors(), index), SearchConfig(mode="hybrid"))
+            row(f"hybrid (BM25 + {label} dense, RRF top 100), top 5", _time(lambda t: hyb.search(t, 5), qs))
+
+    hybrid_row("exact", flat, texts[:flat_queries])
+    for kind in kinds:  # one at a time, freed after its rows: the peak memory holds one index
+        faiss.omp_set_num_threads(build_threads)
+        t0 = time.perf_counter()
+        index = VectorIndex(vecs, types, kind=kind, hnsw_m=hnsw_m, ef_construction=efc, ef_search=ef_search,
+                            nprobe=nprobe)
+        build = time.perf_counter() - t0
+        faiss.omp_set_num_threads(1)  # one query at a time: threads only add overhead
+        label = (f"HNSW M={hnsw_m} efC={efc} efS={ef_search}" if kind == "hnsw" else f"IVF nprobe={nprobe}")
+        found, times = [], []
+        for t, q in zip(texts, qv):
+            box = []
+            times.append(_timed(lambda v: box.append(index.search(v, 10)[0]), q))
+            found.append(len(set(box[0].tolist()) & exact[t]) / 10)
+        print(f"   {kind}: build {build:.0f} s ({n / build:,.0f} vectors/s, {build_threads} threads), recall@10 vs "
+              f"exact {np.mean(found):.3f}, memory (vectors + index) {index.memory_bytes() / 2**30:.2f} GiB", flush=True)
+        row(f"dense {label}, top 10", times)
+        row(f"dense {label}, papers only, top 10", _time(lambda q: index.search(q, 10, [paper]), qv))
+        hybrid_row(label, index, texts)
+        del index
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -182,10 +204,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / "data"))
     ap.add_argument("--lexical", action="store_true", help="also BM25 and hybrid (builds the synthetic graph)")
     ap.add_argument("--skip-encoding", action="store_true")
+    ap.add_argument("--skip-search", action="store_true")
+    ap.add_argument("--kinds", default="hnsw,ivf", help="approximate indexes to build and time")
+    ap.add_argument("--hnsw-m", type=int, default=32)
+    ap.add_argument("--ef-construction", type=int, default=80)
+    ap.add_argument("--ef-search", type=int, default=128)
+    ap.add_argument("--nprobe", type=int, default=16)
+    ap.add_argument("--build-threads", type=int, default=2)
+    ap.add_argument("--flat-queries", type=int, default=30, help="queries timed on the exact index (slow at scale)")
+    ap.add_argument("--clusters", type=int, default=2000,
+                    help="synthetic vectors around this many topic centers (0: uniform on the sphere, where no "
+                         "vector has near neighbors and every ANN index has low recall)")
+    ap.add_argument("--spread", type=float, default=0.6, help="noise around a cluster center, relative to it")
     a = ap.parse_args(argv)
     if not a.skip_encoding:
         bench_encoding(a.texts, a.data)
-    bench_search(a.scale, a.queries, a.lexical)
+    if not a.skip_search:
+        bench_search(a.scale, a.queries, a.lexical, kinds=tuple(k for k in a.kinds.split(",") if k),
+                     hnsw_m=a.hnsw_m, efc=a.ef_construction, ef_search=a.ef_search, nprobe=a.nprobe,
+                     build_threads=a.build_threads, flat_queries=a.flat_queries, clusters=a.clusters,
+                     spread=a.spread)
 
 
 if __name__ == "__main__":

@@ -117,10 +117,10 @@ BAD = [  # (overrides, the first line of the error)
     (["retriever=dense", "encoder=openai-3-small", "encoder.encoder.model=text-embedding-4"],
      "bad setting in encoder.encoder: unknown OpenAI embedding model 'text-embedding-4'; valid: "
      "text-embedding-3-small"),
-    (["search=dense", "search.setup.index_kind=ivf"],
-     "bad setting search.setup.index_kind='ivf': choose one of flat, hnsw"),
+    (["search=dense", "search.setup.index_kind=ivfpq"],
+     "bad setting search.setup.index_kind='ivfpq': choose one of flat, hnsw, ivf"),
     (["retriever=hybrid", "retriever.build.index_kind=annoy"],
-     "bad setting retriever.build.index_kind='annoy': choose one of flat, hnsw"),
+     "bad setting retriever.build.index_kind='annoy': choose one of flat, hnsw, ivf"),
 ]
 
 

@@ -96,3 +96,35 @@ def test_hnsw_filtered_search_returns_k_of_the_allowed_types_and_is_cached(tmp_p
     again = VectorIndex(vecs, types, kind="hnsw", cache_dir=tmp_path, hnsw_m=16, ef_construction=64)
     assert [f.stat().st_mtime_ns for f in files] == mtimes                     # read, not rebuilt
     assert again.search(q, 5)[0].tolist() == hnsw.search(q, 5)[0].tolist()
+
+
+def test_ivf_filtered_search_returns_k_of_the_allowed_types_and_is_cached(tmp_path):
+    rng = np.random.default_rng(1)
+    vecs = rng.standard_normal((4000, 32)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    types = rng.integers(0, 2, 4000)
+    types[:5] = 2                                     # type 2 has only 5 nodes
+    flat = VectorIndex(vecs, types)
+    ivf = VectorIndex(vecs, types, kind="ivf", cache_dir=tmp_path, nprobe=4)
+    files = sorted((tmp_path / "ivf").glob("type*.faiss"))
+    assert [f.name for f in files] == ["type0.faiss", "type1.faiss", "type2.faiss"]
+    # every list searched: IVF is exact; 4 of about sqrt(2000) = 44 lists: approximate
+    exhaustive = VectorIndex(vecs, types, kind="ivf", cache_dir=tmp_path, nprobe=10_000)
+    recall = []
+    for q in rng.standard_normal((50, 32)).astype(np.float32):
+        q /= np.linalg.norm(q)
+        want, want_sims = flat.search(q, 10)
+        got, sims = exhaustive.search(q, 10)
+        assert got.tolist() == want.tolist() and np.allclose(sims, want_sims, atol=1e-5)
+        got, sims = ivf.search(q, 10)
+        recall.append(len(set(want) & set(got)) / 10)
+        assert np.all(np.diff(sims) <= 1e-6)
+        ids, _ = ivf.search(q, 10, types=[2])
+        assert sorted(ids.tolist()) == [0, 1, 2, 3, 4]          # all 5 of the type, not fewer
+        ids, _ = ivf.search(q, 10, types=[0, 2])
+        assert len(ids) == 10 and set(types[ids]) <= {0, 2}
+    assert 0.2 < np.mean(recall) < 1.0                          # approximate, and not useless
+    mtimes = [f.stat().st_mtime_ns for f in files]
+    VectorIndex(vecs, types, kind="ivf", cache_dir=tmp_path)
+    assert [f.stat().st_mtime_ns for f in files] == mtimes                     # read, not rebuilt
+    assert ivf.memory_bytes() > 2 * vecs.nbytes
