@@ -194,20 +194,20 @@ class OpenAIEncoder:
         self.max_chars = max_chars  # documents are cut to this many characters (the API caps 8,191 tokens)
         self.config = BackboneConfig(name=model, model=model, provider=provider, base_url=base_url, **client_kw)
         self.cache = cache
-        self._client = None
+        self._clients: list = []  # the EmbeddingClient once made (a list, so the finalizer holds no self)
         self._thread_loop = None
 
     @property
     def client(self):
         """The `ark.llm.EmbeddingClient` (made on first use: reading the key is checked then, and by
         `problems` before a run starts)."""
-        if self._client is None:
+        if not self._clients:
             from ark.llm import EmbeddingClient
 
             if self.cache:
                 Path(self.cache).parent.mkdir(parents=True, exist_ok=True)
-            self._client = EmbeddingClient(self.config, cache=self.cache)
-        return self._client
+            self._clients.append(EmbeddingClient(self.config, cache=self.cache))
+        return self._clients[0]
 
     def problems(self) -> list[str]:
         env = self.config.key_env()
@@ -227,9 +227,12 @@ class OpenAIEncoder:
         import threading
 
         if self._thread_loop is None:
+            import weakref
+
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name=f"encoder-{self.model_name}", daemon=True).start()
             self._thread_loop = loop
+            weakref.finalize(self, _close_loop, loop, self._clients)  # when collected, or at exit
         return self._thread_loop
 
     def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
@@ -252,6 +255,18 @@ class OpenAIEncoder:
                 "max_chars": self.max_chars}
 
 
+def _close_loop(loop, clients: list) -> None:
+    """Close an `OpenAIEncoder`'s client on its loop, then stop the loop (its thread ends)."""
+    import asyncio
+
+    try:
+        for client in clients:
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=5)
+    except Exception:  # noqa: BLE001 - best effort at exit: the sockets close with the process anyway
+        pass
+    loop.call_soon_threadsafe(loop.stop)
+
+
 # ------------------------------------------------------------------------------ node embeddings cache
 @dataclass
 class NodeEmbeddings:
@@ -259,7 +274,7 @@ class NodeEmbeddings:
 
     vectors: np.ndarray  # float32 [num_nodes, dim], memory-mapped read-only
     manifest: dict
-    path: Path
+    path: Path | None  # None: encoded in memory, not cached
 
     @property
     def dim(self) -> int:
@@ -302,12 +317,21 @@ def cache_problems(cache_dir: Path | str, encoder, graph_name: str, command: str
     return []
 
 
-def node_embeddings(graph, encoder, cache_dir: Path | str, build: bool = True, batch: int = 4096,
+def node_embeddings(graph, encoder, cache_dir: Path | str | None, build: bool = True, batch: int = 4096,
                     progress: bool = True) -> NodeEmbeddings:
     """Node vectors of ``graph`` under ``encoder``: read from the cache when its manifest matches, else
-    (``build=True``) encoded and written; ``build=False`` raises `EmbeddingCacheError` naming the fix."""
-    d = cache_path(cache_dir, encoder)
+    (``build=True``) encoded and written; ``build=False`` raises `EmbeddingCacheError` naming the fix.
+    ``cache_dir=None`` (a graph built in memory, without a cache folder): encoded in memory, not kept."""
     want = _manifest(graph, encoder)
+    if cache_dir is None:
+        if not build:
+            raise EmbeddingCacheError(f"graph {graph.name} has no cache folder to hold node embeddings; "
+                                      "let the search encode them (build_embeddings=true)")
+        vecs = np.concatenate([encoder.encode([graph.node_text(i) for i in range(s, min(graph.num_nodes, s + batch))])
+                               for s in range(0, graph.num_nodes, batch)]) if graph.num_nodes else \
+            np.zeros((0, encoder.dim), np.float32)
+        return NodeEmbeddings(np.asarray(vecs, dtype=np.float32), want, None)
+    d = cache_path(cache_dir, encoder)
     mf = d / "manifest.json"
     have = json.loads(mf.read_text()) if mf.is_file() else None
     if have is not None and have == want:

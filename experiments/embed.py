@@ -5,8 +5,8 @@
     python -m experiments.embed graph=prime encoder=openai-3-small          # needs OPENAI_API_KEY
 
 Takes the overrides of experiments/run.py (``graph=...``, ``encoder=...``, ``paths.data=...``) and writes
-``${paths.index_cache}/embeddings/<encoder>/`` (`ark.embedding.node_embeddings`), where dense and hybrid
-runs read it; a run with ``build_embeddings=false`` refuses to start without it.
+``<the graph's cache folder>/embeddings/<encoder>/`` (``${paths.index_cache}/...`` when that is set;
+`ark.embedding.node_embeddings`), where dense and hybrid runs read it; a run with ``build_embeddings=false`` refuses to start without it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     problems = list(source.problems()) + list(encoder.problems())
     if problems:
         raise SystemExit("cannot encode:\n" + "\n".join(f"  - {p}" for p in problems))
-    emb = node_embeddings(source.graph(), encoder, cfg.paths.index_cache, build=True)
+    emb = node_embeddings(source.graph(), encoder, cfg.paths.index_cache or source.cache_dir, build=True)
     print(f"{emb.path}: {emb.vectors.shape[0]:,} x {emb.dim} float32")
 
 

@@ -169,7 +169,8 @@ def prerequisite_problems(cfg: DictConfig, source=None) -> list[str]:
         if not build.get("build_embeddings", True):
             from experiments.embed import command
 
-            problems += cache_problems(cfg.paths.index_cache, encoder, cfg.graph.name, command(cfg))
+            problems += cache_problems(cfg.paths.index_cache or source.cache_dir, encoder, cfg.graph.name,
+                                       command(cfg))
     return problems
 
 

@@ -156,7 +156,9 @@ def test_a_missing_or_mismatched_embedding_cache_is_named_with_the_command_that_
     assert not Path(cfg.out_dir).exists() and server.embedding_requests == []
     # a cache made with other vectors: the dimension is named
     enc = OpenAIEncoder("text-embedding-3-small", dimensions=DIM)
-    d = cache_path(Path(cfg.paths.index_cache), enc)
+    from hydra.utils import instantiate
+
+    d = cache_path(instantiate(cfg.graph).cache_dir, enc)          # inside the graph's own cache folder
     d.mkdir(parents=True)
     (d / "vectors.npy").write_bytes(b"")
     (d / "manifest.json").write_text(json.dumps({"encoder": enc.name, "dim": 384, "graph": "tables_kg"}))

@@ -124,8 +124,8 @@ def test_unknown_names_are_explained():
         SearchConfig(mode="semantic")
     with pytest.raises(ValueError, match="unknown search fusion 'max'; valid: rrf, weighted"):
         SearchConfig(mode="hybrid", fusion="max")
-    with pytest.raises(ValueError, match="unknown vector index kind 'ivf'; valid: flat, hnsw"):
-        VectorIndex(np.zeros((2, 4), np.float32), kind="ivf")
+    with pytest.raises(ValueError, match="unknown vector index kind 'pq'; valid: flat, hnsw, ivf"):
+        VectorIndex(np.zeros((2, 4), np.float32), kind="pq")
 
 
 # ---------------------------------------------------------------------------------- the cache
