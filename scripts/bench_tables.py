@@ -18,7 +18,11 @@ a fresh Python process, which reports its own time and peak RSS:
   (`tests/scripted_server.py`), whose first reply is a ``search_graph`` call. The time counts from the
   process's first line until that call is answered (imports, Hydra's config, the checks, the graph,
   the BM25 index, the queries, the agent, the first LLM reply, the search); the library calls on the
-  way are wrapped to stamp each step. Target: < 2 s (every Hydra job of a sweep pays it).
+  way are wrapped to stamp each step. Then one process running a sweep of three such jobs
+  (``experiments/run.py -m``, Hydra's basic launcher), timed per job from Hydra composing its config;
+  then three own-process jobs again with every LLM reply one second late, to show what the tools'
+  numba warm-up hides. Target: < 2 s (every Hydra job of a sweep pays it); the report prints each
+  step of the median job and the verdict for both kinds of job.
 
     python scripts/bench_tables.py                 # full scale: ~15 min, ~5 GiB peak (use the heavy lock)
     python scripts/bench_tables.py --scale 0.01    # quick run
