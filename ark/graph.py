@@ -211,10 +211,10 @@ class KnowledgeGraph:
             nbr_arr = np.where(order < e, dst[order % e], src[order % e]).astype(nbr_dtype)
             rel_arr = rel[order % e].astype(np.int16)
             out_arr = order < e
-        import torch  # imported here: torch and torch_geometric take seconds to import
-        from torch_geometric.utils.sparse import index2ptr
-
-        indptr = index2ptr(torch.from_numpy(owner_sorted), size=n).numpy().astype(np.int64)
+        # CSR pointers from the sorted owners (numpy: torch_geometric's index2ptr did the same but its
+        # import, with torch's, cost every build 5-15 s)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner_sorted, minlength=n), out=indptr[1:])
         del owner_sorted
         cand = np.arange(n, dtype=np.int64) if candidate_ids is None else np.asarray(candidate_ids, dtype=np.int64)
         columns = {"name": _string_array(names), "text": _string_array(texts)}
