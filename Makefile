@@ -83,7 +83,7 @@ test-comparison: ## against stark-qa's own code, in its own environment (.venv-c
 	bash tests/comparison/make_env.sh
 	.venv-compare/bin/python -m pytest -q -m comparison tests/comparison
 
-test-dense: $(VENV)/.dense ## local MiniLM encoder and faiss HNSW on small slices
+test-dense: $(VENV)/.dense ## local MiniLM encoder and faiss HNSW/IVF on small slices
 	$(PY) -m pytest -q -m dense tests/dense
 
 test-all: test test-chaos test-integration test-distill test-dense test-comparison
@@ -126,7 +126,8 @@ bench-attribution: $(VENV)/.core ## failure attribution over 1,000 queries' traj
 bench-tables: $(VENV)/.core ## tables vs STaRK-file build and sweep-job cold start at MAG scale (~5 GiB; SCALE=0.01 quick)
 	$(PY) scripts/bench_tables.py --scale $(or $(SCALE),1.0)
 
-bench-dense: $(VENV)/.dense ## encoding throughput; dense/hybrid search latency, exact and HNSW (SCALE=0.02 quick)
-	$(PY) scripts/bench_dense.py --lexical --scale $(or $(SCALE),0.25)
+bench-dense: $(VENV)/.dense ## encoding vs sentence-transformers; dense/hybrid search at MAG scale, exact/IVF/HNSW (~12 GiB; SCALE=0.02 quick)
+	OPENBLAS_NUM_THREADS=1 $(PY) scripts/bench_dense.py --lexical --scale $(or $(SCALE),1.0) --kinds ivf,hnsw \
+	  --hnsw-m 16 --ef-construction 40
 
 bench: bench-graph bench-tools bench-agent bench-runner bench-attribution bench-tables bench-dense

