@@ -213,8 +213,8 @@ def _records(path: Path):
             continue
         _crc, length, kind = struct.unpack("<IHB", data[pos:pos + _HEADER])
         pos += _HEADER
-        if kind == 0 and length == 0:
-            break
+        if kind == 0 and length == 0 or pos + length > len(data):
+            break  # the end, or a record W&B is still writing (read while the run flushes)
         chunk = data[pos:pos + length]
         pos += length
         buf = chunk if kind in (1, 2) else buf + chunk

@@ -88,6 +88,15 @@ def test_offline_wandb_run_reads_back(tmp_path, monkeypatch):
     assert back["summary"][f"{paired}/diff"] == pytest.approx(0.8) and back["summary"][f"{paired}/significant"]
     raw = b"".join(p.read_bytes() for p in wb_dir.rglob("*") if p.is_file())
     assert b"sk-secretsecretsecret" not in raw
+    # a log read while W&B is still writing it ends in a torn record: read up to it, never raise
+    log_file = next(wb_dir.glob("run-*.wandb"))
+    whole = log_file.read_bytes()
+    torn = tmp_path / "torn" / wb_dir.name
+    torn.mkdir(parents=True)
+    for cut in (len(whole) // 3, len(whole) // 2, len(whole) - 5):
+        (torn / log_file.name).write_bytes(whole[:cut])
+        partial = read_offline_run(torn)
+        assert partial["name"] == back["name"] and len(partial["history"]) <= len(back["history"])
 
 
 def test_redaction_keeps_settings_that_only_mention_tokens():

@@ -47,10 +47,12 @@ def _installed() -> dict[str, list[str]]:
 
 
 def _distributions(module: str, declared: set[str]) -> set[str]:
-    """The distributions that provide ``module``: from the installed packages' own metadata, else a
-    declared distribution of the same name."""
+    """The distributions that provide ``module``: from the installed packages' own metadata, else (an
+    extra not installed in this environment) a declared distribution of the same name or of that name
+    plus a suffix (llama_cpp: llama-cpp-python, faiss: faiss-cpu)."""
     found = {_norm(d) for d in _installed().get(module, [])}
-    return found or ({_norm(module)} & declared)
+    name = _norm(module)
+    return found or {d for d in declared if d == name or d.startswith(name + "-")}
 
 
 def test_every_third_party_import_of_ark_is_declared():
