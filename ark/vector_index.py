@@ -89,9 +89,11 @@ class VectorIndex:
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
 
-    # ------------------------------------------------------------------ HNSW
-    def _build_hnsw(self, faiss, cache_dir, m: int, efc: int) -> None:
-        folder = Path(cache_dir) / f"hnsw-M{m}-efc{efc}" if cache_dir is not None else None
+    # ------------------------------------------------------------------ per-type faiss indexes
+    def _build_per_type(self, faiss, folder: Path | None, make, fits) -> None:
+        """One faiss index per node type (so a type filter searches exactly the allowed nodes), read from
+        ``folder/type<t>.faiss`` when ``fits(index, ids)``, else built by ``make(ids)``, filled in chunks
+        and written there atomically."""
         order = np.argsort(self.node_types, kind="stable")
         bounds = np.searchsorted(self.node_types[order], np.arange(self.num_types + 1))
         for t in range(self.num_types):
@@ -100,11 +102,10 @@ class VectorIndex:
             index = None
             if f is not None and f.is_file():
                 index = faiss.read_index(str(f))
-                if index.ntotal != len(ids) or index.d != self.dim:
+                if index.ntotal != len(ids) or index.d != self.dim or not fits(index, ids):
                     index = None
             if index is None:
-                index = faiss.IndexHNSWFlat(self.dim, m, faiss.METRIC_INNER_PRODUCT)
-                index.hnsw.efConstruction = efc
+                index = make(ids)
                 for s in range(0, len(ids), 65536):
                     index.add(np.ascontiguousarray(self.vectors[ids[s: s + 65536]]))
                 if f is not None:
@@ -113,36 +114,35 @@ class VectorIndex:
                     faiss.write_index(index, str(tmp))
                     os.replace(tmp, f)
             self._parts.append((ids, index))
+
+    def _build_hnsw(self, faiss, cache_dir, m: int, efc: int) -> None:
+        folder = Path(cache_dir) / f"hnsw-M{m}-efc{efc}" if cache_dir is not None else None
+
+        def make(ids):
+            index = faiss.IndexHNSWFlat(self.dim, m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = efc
+            return index
+
+        self._build_per_type(faiss, folder, make, lambda index, ids: True)
         if folder is not None:
             (folder / "meta.json").write_text(json.dumps({"m": m, "ef_construction": efc, "n": len(self)}))
 
+    @staticmethod
+    def _nlist(n: int) -> int:
+        return max(1, min(int(np.sqrt(n)), n // 39 or 1))
+
     def _build_ivf(self, faiss, cache_dir) -> None:
         folder = Path(cache_dir) / "ivf" if cache_dir is not None else None
-        order = np.argsort(self.node_types, kind="stable")
-        bounds = np.searchsorted(self.node_types[order], np.arange(self.num_types + 1))
         rng = np.random.default_rng(0)
-        for t in range(self.num_types):
-            ids = order[bounds[t]: bounds[t + 1]]
-            nlist = max(1, min(int(np.sqrt(len(ids))), len(ids) // 39 or 1))
-            f = folder / f"type{t}.faiss" if folder is not None else None
-            index = None
-            if f is not None and f.is_file():
-                index = faiss.read_index(str(f))
-                if index.ntotal != len(ids) or index.d != self.dim or index.nlist != nlist:
-                    index = None
-            if index is None:
-                quantizer = faiss.IndexFlatIP(self.dim)
-                index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
-                sample = np.sort(rng.choice(len(ids), size=min(len(ids), 64 * nlist), replace=False))
-                index.train(np.ascontiguousarray(self.vectors[ids[sample]]))
-                for s in range(0, len(ids), 65536):
-                    index.add(np.ascontiguousarray(self.vectors[ids[s: s + 65536]]))
-                if f is not None:
-                    f.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = f.with_name(f.name + f".tmp{os.getpid()}")
-                    faiss.write_index(index, str(tmp))
-                    os.replace(tmp, f)
-            self._parts.append((ids, index))
+
+        def make(ids):
+            nlist = self._nlist(len(ids))
+            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            sample = np.sort(rng.choice(len(ids), size=min(len(ids), 64 * nlist), replace=False))
+            index.train(np.ascontiguousarray(self.vectors[ids[sample]]))
+            return index
+
+        self._build_per_type(faiss, folder, make, lambda index, ids: index.nlist == self._nlist(len(ids)))
 
     # ------------------------------------------------------------------ search
     def _mask(self, types: Sequence[int]) -> np.ndarray:
