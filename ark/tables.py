@@ -238,8 +238,16 @@ def _dictionary(arr, path: Path, column: str, what: str) -> pa.DictionaryArray:
         arr = arr.unify_dictionaries().combine_chunks() if arr.num_chunks else pa.array([], arr.type)
     values = arr.dictionary.cast(pa.large_string())
     indices = arr.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    used, codes = np.unique(indices, return_inverse=True)
-    values = values.take(pa.array(used))
+    # the values in use, in dictionary order, and each row's position among them (what np.unique with
+    # return_inverse gives, in one counting pass instead of a sort of every row)
+    used = np.flatnonzero(np.bincount(indices, minlength=len(values)))
+    if len(used) == len(values):
+        codes = indices
+    else:
+        remap = np.zeros(len(values), dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        codes = remap[indices]
+        values = values.take(pa.array(used))
     empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(values)), 0)
     if pc.any(empty).as_py():
         code = int(pc.index(empty, True).as_py())
