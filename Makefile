@@ -28,7 +28,7 @@ $(VENV)/.core: requirements.txt pyproject.toml
 
 # llama.cpp built for the server only: no multimodal library, tests, examples or tools (140 build steps, not 193),
 # portable AVX2 kernels (-march=native enables AMX, which dies with SIGILL on VMs that report it without
-# enabling it); the same string as ark.local_server.LLAMA_CMAKE_ARGS, which says why each switch is there
+# enabling it); the same string as ark.llm.local_server.LLAMA_CMAKE_ARGS, which says why each switch is there
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF
 
 # The built wheel is kept per set of switches (pip's own cache reuses a wheel whatever CMAKE_ARGS say),

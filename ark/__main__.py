@@ -1,5 +1,5 @@
-"""``python -m ark ...`` is the ``ark`` command line (`ark.cli`)."""
+"""``python -m ark ...`` is the ``ark`` command line (`ark.cli.main`)."""
 
-from ark.cli import entry
+from ark.cli.main import entry
 
 entry()

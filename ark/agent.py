@@ -3,7 +3,7 @@
 Paper §3: the agent holds an ordered answer list R; each step is one LLM call that must call tools
 (`tool_choice="required"`), every tool call of the step runs in order and its observation goes back as a
 tool message. Besides the graph tools (`search_graph`, `explore_neighbors` and any other registered in
-`ark.tool_registry`, run by `ark.tools.ToolSet`) the agent offers the registry's answer tools `select`
+`ark.tools.registry`, run by `ark.tools.toolset.ToolSet`) the agent offers the registry's answer tools `select`
 (append seen node ids to R) and `finish`. The run ends at `finish` (after the
 rest of that step's calls) or after `t_max` steps.
 
@@ -24,9 +24,9 @@ Who handles what:
 - the model's mistakes (arguments that are not a JSON object, unknown tool, no tool call, ids never
   shown in an observation) become error observations fed back to the model, and count as steps;
 - transport failures and malformed replies (an HTTP 200 that is not a chat completion) are retried
-  inside `ark.llm.LLMClient`; the `LLMTransportError` (or `MalformedReplyError`) it raises after its
+  inside `ark.llm.client.LLMClient`; the `LLMTransportError` (or `MalformedReplyError`) it raises after its
   retries ends that trajectory with stop_reason "error" and its error, R so far kept; the other agents
-  go on, and `ark.runner` records that agent as failed and the query as "degraded" (retried next run);
+  go on, and `ark.eval.runner` records that agent as failed and the query as "degraded" (retried next run);
 - `ContextLengthError`: the oldest observations are shortened and the call is retried once;
 - anything else is our bug and raises.
 
@@ -48,11 +48,11 @@ import time
 from dataclasses import dataclass
 
 from ark.fusion import TIE_BREAKS, fuse
-from ark.llm import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
+from ark.llm.client import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
 from ark.prompts import system_prompt
-from ark.retrieval import Retrieval
-from ark import tool_registry
-from ark.tools import FINISH, NEIGHBORS, SEARCH, SELECT, ToolInputError, _as_int
+from ark.retriever import Retrieval
+from ark.tools import registry as tool_registry
+from ark.tools.toolset import FINISH, NEIGHBORS, SEARCH, SELECT, ToolInputError, _as_int
 from ark.trajectory import Step, Trajectory, tool_message
 
 OPTIONS = ("first_search", "constrain_ids", "stop_on_repeat", "final_select")  # the AgentConfig switches for small models
@@ -69,7 +69,7 @@ class AgentConfig:
     n_agents: int = 3  # parallel agents per query (paper: 3)
     temperature: float | None = None  # sampling is set on the backbone; a value here must match it
     prompt_version: str = "v1"  # ark/prompts/system_<version>.md
-    fuse_top: int | None = None  # fused ranking length; None keeps all (the runner cuts it, ark.metrics.scored_list)
+    fuse_top: int | None = None  # fused ranking length; None keeps all (the runner cuts it, ark.eval.metrics.scored_list)
     tie_break: str = "list"  # fusion tie-break, see ark.fusion
     tool_choice: str = "required"  # passed to the client; it downgrades where a backend lacks it
     concurrency: int = 64  # global limit of running agents when no semaphore is given

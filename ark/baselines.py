@@ -1,5 +1,5 @@
 """Non-agent baselines with the agent's interface. `BM25Retriever`: the first row of the paper's Table 1;
-`DenseRetriever` (node embeddings, `ark.embedding`) and `HybridRetriever` (RRF of the two) beside it.
+`DenseRetriever` (node embeddings, `ark.search.embeddings`) and `HybridRetriever` (RRF of the two) beside it.
 
 STaRK's own BM25 baseline (``stark_qa.models.BM25``) indexes ``get_doc_info`` of the graph's candidate
 ids with bm25s and returns the top 100 for the full query. `BM25Retriever` does the same with this
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ark.retrieval import Retrieval
-from ark.text_index import BM25Index, load_index
+from ark.retriever import Retrieval
+from ark.search.bm25 import BM25Index, load_index
 
 
 class BM25Retriever:
@@ -74,7 +74,7 @@ class BM25Retriever:
 class DenseRetriever:
     """Ranks the graph's candidate nodes by cosine of the query's and their embeddings (top ``top``):
     the dense rows of the paper's Table 1 (ada-002 with encoder=ada-002). ``dense``: an
-    `ark.search.DenseSearch` over all nodes; candidates restrict it exactly (by node type when the
+    `ark.search.modes.DenseSearch` over all nodes; candidates restrict it exactly (by node type when the
     candidates are whole node types, else by a mask, which needs the flat index)."""
 
     def __init__(self, graph, dense, top: int = 100):
@@ -100,7 +100,7 @@ class DenseRetriever:
 
 
 class HybridRetriever:
-    """Reciprocal-rank fusion (`ark.search.rrf`, constant ``rrf_k``) of the BM25 baseline's and the dense
+    """Reciprocal-rank fusion (`ark.search.modes.rrf`, constant ``rrf_k``) of the BM25 baseline's and the dense
     baseline's top ``depth`` candidates; top ``top``."""
 
     def __init__(self, bm25: BM25Retriever, dense: DenseRetriever, top: int = 100, rrf_k: float = 60.0,
@@ -112,7 +112,7 @@ class HybridRetriever:
         bm25.top = dense.top = self.depth
 
     def retrieve(self, query: str) -> list[int]:
-        from ark.search import rrf
+        from ark.search.modes import rrf
 
         ids, _ = rrf([np.asarray(self.bm25.retrieve(query)), np.asarray(self.dense.retrieve(query))],
                      self.top, self.rrf_k)
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         raise SystemExit('usage: python -m ark.baselines <graph name or tables folder> "query"')
-    from ark.cli import load_source
+    from ark.cli.main import load_source
 
     source = load_source(args[0])
     graph = source.graph()

@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ark.text_index import Tokenizer
+from ark.search.bm25 import Tokenizer
 
 _SCAN_CHARS = 8000  # snippets look at most this far into a document
 ELLIPSIS = "…"

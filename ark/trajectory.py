@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ark.llm import ChatResponse, ToolCall
+from ark.llm.client import ChatResponse, ToolCall
 
 STOP_REASONS = ("finish", "max_steps", "error", "repeat")
 

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ark import runner
+from ark.eval import runner
 
 log = logging.getLogger(__name__)
 

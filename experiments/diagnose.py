@@ -1,4 +1,4 @@
-"""The reachability ceiling of a graph's query set, without an LLM (`ark.reachability`).
+"""The reachability ceiling of a graph's query set, without an LLM (`ark.eval.reachability`).
 
     python experiments/diagnose.py graph=demo                         # the demo's 480 test queries
     python experiments/diagnose.py graph=demo limit=100 'reach.ks=[5,20,50]'
@@ -19,7 +19,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ark import reachability as R
+from ark.eval import reachability as R
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -31,8 +31,8 @@ def settings_from(cfg: DictConfig) -> R.ReachSettings:
 
 def build_toolset(graph, tools_cfg: DictConfig, settings: R.ReachSettings, index_cache: str | None):
     """The configured ToolSet over ``graph``, with ``search_k_max`` raised to cover every measured k."""
-    from ark.text_index import BM25Index, load_index
-    from ark.tools import ToolSet
+    from ark.search.bm25 import BM25Index, load_index
+    from ark.tools.toolset import ToolSet
 
     tools = instantiate(tools_cfg)
     tools.search_k_max = max(tools.search_k_max, *settings.ks)
@@ -44,7 +44,7 @@ def build_toolset(graph, tools_cfg: DictConfig, settings: R.ReachSettings, index
 
 def run(cfg: DictConfig) -> dict:
     """Measure the ceiling for the composed config; returns the summary (also written to ``out_dir``)."""
-    from ark.runner import select_queries
+    from ark.eval.runner import select_queries
 
     settings = settings_from(cfg)  # bad values fail here, before the graph loads
     source = instantiate(cfg.graph)
@@ -74,7 +74,7 @@ def find_reach_dirs(paths) -> list[Path]:
 
 def load_summaries(paths):
     """One row per folder, setting and level: graph, split, ablation, k, filter, level, recall, any,
-    queries (a pandas DataFrame; the shares are cumulative over `ark.reachability.LEVELS`)."""
+    queries (a pandas DataFrame; the shares are cumulative over `ark.eval.reachability.LEVELS`)."""
     import pandas as pd
 
     rows = []

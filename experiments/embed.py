@@ -6,7 +6,7 @@
 
 Takes the overrides of experiments/run.py (``graph=...``, ``encoder=...``, ``paths.data=...``) and writes
 ``<the graph's cache folder>/embeddings/<encoder>/`` (``${paths.index_cache}/...`` when that is set;
-`ark.embedding.node_embeddings`), where dense and hybrid runs read it; a run with ``build_embeddings=false`` refuses to start without it.
+`ark.search.embeddings.node_embeddings`), where dense and hybrid runs read it; a run with ``build_embeddings=false`` refuses to start without it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     if any(a in ("-h", "--help") for a in args):
         print(__doc__)
         return
-    from ark.embedding import node_embeddings
+    from ark.search.embeddings import node_embeddings
     from experiments.run import compose
 
     cfg = compose(args)

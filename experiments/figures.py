@@ -1,7 +1,7 @@
 """The paper's figures and tables, drawn from run directories alone (no LLM calls).
 
-Loaders turn run directories (read through `ark.rundir.RunDir`, which documents their files) into
-plain DataFrames; ablation names and labels come from conf/ablation/*.yaml, tool names from ark.tools;
+Loaders turn run directories (read through `ark.eval.rundir.RunDir`, which documents their files) into
+plain DataFrames; ablation names and labels come from conf/ablation/*.yaml, tool names from ark.tools.toolset;
 one `*_data` function per figure/table turns those into the tidy numbers behind it, and one
 `plot_*` / `*_table` function turns the numbers into a matplotlib Figure or md/csv/tex text.
 `save_figure` writes <stem>.png, <stem>.pdf and <stem>.csv.
@@ -17,10 +17,10 @@ Run dirs may be given directly or as any parent folder (searched for predictions
 | fig5_neighbor_calls             | Figure 5     | per-agent tool_counts and agent_rankings       |
 | table2_ablation                 | Table 2      | runs with toolset ablations + results/paper/table2_ablation.csv |
 | fig4_backbones, table_backbones | Fig. 4, App. | runs per backbone + results/paper/backbones.csv |
-| fig_attribution                 | (ours)       | ark.attribution per run: where gold nodes were found or lost |
+| fig_attribution                 | (ours)       | ark.eval.attribution per run: where gold nodes were found or lost |
 
 Table 2 and the backbone table mark with `*` the differences from the full toolset / GPT-4.1 that a
-paired test over the same queries supports (ark.compare); their csv carries the paired numbers.
+paired test over the same queries supports (ark.eval.compare); their csv carries the paired numbers.
 """
 from __future__ import annotations
 
@@ -36,7 +36,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ark import attribution, compare, rundir, tools
+from ark.eval import attribution
+
+from ark.eval import compare
+
+from ark.eval import rundir
+
+from ark.tools import toolset as tools
 
 PAPER_DIR = Path(__file__).resolve().parent.parent / "results" / "paper"
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -58,8 +64,8 @@ def ablation_labels(conf_dir: Path = CONF_DIR) -> dict[str, str]:
 
 
 ABLATIONS = ablation_labels()
-SEARCH, NEIGHBORS = tools.SEARCH, tools.NEIGHBORS  # the paper's tools (ark.tools)
-TEXT, RELATIONAL = "text", "relational"  # Figure 3's kinds of tool (ark.tool_registry.Tool.kind)
+SEARCH, NEIGHBORS = tools.SEARCH, tools.NEIGHBORS  # the paper's tools (ark.tools.toolset)
+TEXT, RELATIONAL = "text", "relational"  # Figure 3's kinds of tool (ark.tools.registry.Tool.kind)
 
 
 # ----------------------------------------------------------------------------------------- loaders
@@ -74,7 +80,7 @@ def read_predictions(run_dir: Path) -> list[dict]:
 
 def load_runs(run_dirs: Iterable[Path | str]) -> pd.DataFrame:
     """One row per run: graph, experiment, retriever, backbone, t_max, n_agents, ablation (the names
-    in run.json / the config, read through ark.rundir.RunDir), n, n_failed, complete, hit@1, hit@5,
+    in run.json / the config, read through ark.eval.rundir.RunDir), n, n_failed, complete, hit@1, hit@5,
     recall@20, mrr (means in [0, 1]), latency_s (mean)."""
     rows = []
     for d in map(Path, run_dirs):
@@ -121,10 +127,10 @@ def load_trajectories(run_dirs: Iterable[Path | str], runs: pd.DataFrame | None 
     """One row per (run, query, agent) of successful queries: graph, run_dir, query_id,
     agent_index, search_calls, neighbor_calls (calls of the "text" and "relational" tools), hit5
     (that agent's own ranking has gold in top 5), then one column of calls per graph tool
-    (`ark.runner.tool_columns`: every graph tool of `ark.tool_registry`, and any other column a
+    (`ark.eval.runner.tool_columns`: every graph tool of `ark.tools.registry`, and any other column a
     run's trajectory_stats.csv has)."""
-    from ark import tool_registry
-    from ark.runner import tool_columns
+    from ark.tools import registry as tool_registry
+    from ark.eval.runner import tool_columns
 
     run_dirs = [Path(d) for d in run_dirs]
     runs = load_runs(run_dirs) if runs is None else runs
@@ -243,10 +249,10 @@ def load_stark_shares(paper_dir: Path = PAPER_DIR) -> pd.DataFrame:
 
 def tool_share_data(traj: pd.DataFrame, stark: pd.DataFrame | None = None) -> pd.DataFrame:
     """Rows (graph, source, kind, share, calls): ARK's share of calls per tool kind pooled over all
-    trajectories (global search is 'text', neighborhood 'relational', as `ark.tool_registry` says;
+    trajectories (global search is 'text', neighborhood 'relational', as `ark.tools.registry` says;
     a graph tool of another kind gets rows of its own kind), beside STaRK's query shares. Shares of
     each (graph, source) sum to one."""
-    from ark import tool_registry
+    from ark.tools import registry as tool_registry
 
     kinds = tool_registry.kinds()
     tools = [c for c in traj.columns if c in kinds]
@@ -358,7 +364,7 @@ def paired_data(r: pd.DataFrame, key: str, reference: str, metrics: Sequence[str
                 ) -> pd.DataFrame:
     """Rows (key, graph, metric, reference, paired_diff, paired_ci_low, paired_ci_high [in %], p_value,
     significant) for every run of ``r`` against the run whose ``key`` is ``reference`` on the same
-    graph (ark.compare: paired bootstrap interval, paired test over their common queries). Runs over
+    graph (ark.eval.compare: paired bootstrap interval, paired test over their common queries). Runs over
     other queries than the reference get no row."""
     rows = []
     for g, runs_g in r.groupby("graph"):
@@ -521,7 +527,7 @@ def run_label(row) -> str:
 
 def attribution_data(runs: pd.DataFrame) -> pd.DataFrame:
     """Rows (graph, experiment, retriever, backbone, ablation, run, class, count, share, run_dir): for
-    each run, how many of its gold nodes fall in each class of ark.attribution (share of all gold;
+    each run, how many of its gold nodes fall in each class of ark.eval.attribution (share of all gold;
     metrics.json["attribution"] when the runner wrote it, else computed from the trajectories)."""
     rows = []
     for _, r in runs.iterrows():

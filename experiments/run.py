@@ -4,7 +4,7 @@
     python experiments/run.py retriever=bm25 graph=prime split=test       # the BM25 baseline
     python experiments/run.py -m experiment=table1                        # the paper's Table 1 sweep
     python experiments/run.py graph=prime shard=0/4                       # a shard; merge with
-    python -m ark.runner merge results/runs/default/prime/ark-gpt-4.1-t20_n3-full_test
+    python -m ark.eval.runner merge results/runs/default/prime/ark-gpt-4.1-t20_n3-full_test
     python experiments/run.py ablation=no_neighbors compare_to=RUN_DIR   # paired with another run
 
 `main` is a thin ``@hydra.main`` over `run(cfg)`, which tests call with a composed config. The run
@@ -13,15 +13,15 @@ directory is ``results/runs/<experiment>/<graph>/<run_name>_<split>[_limit<n>]/`
 rerunning the same command resumes it
 (finished queries are skipped, failed and degraded ones retried, and the LLM cache answers the calls
 already made). The option files build their objects with ``_target_``: ``conf/graph/*.yaml`` a graph
-source of `ark.sources` (STaRK, demo, tables), ``conf/retriever/*.yaml`` the factories below
+source of `ark.data.sources` (STaRK, demo, tables), ``conf/retriever/*.yaml`` the factories below
 (`build_ark`, `build_bm25`, `build_dense`, `build_hybrid`), ``conf/search/*.yaml`` the agent's
-global search (`ark.search.SearchSetup`) and ``conf/encoder/*.yaml`` its text encoder.
+global search (`ark.search.modes.SearchSetup`) and ``conf/encoder/*.yaml`` its text encoder.
 
 Before anything is read or written, `check_settings` checks every setting (one line per bad value,
 naming the valid choices). ``run.json`` records the run's identity (`run_identity`: every resolved
 setting that can change its records or summary, secrets redacted) and its fingerprint; a command
 whose identity differs is refused on that directory with one line naming the differing settings,
-and ``run.lock`` (`ark.runner.run_lock`) refuses a second writer while one is running. A Hydra sweep
+and ``run.lock`` (`ark.eval.runner.run_lock`) refuses a second writer while one is running. A Hydra sweep
 over a setting that is not in the directory name (e.g. ``seed=0,1``) therefore needs
 ``experiment_name=...`` or ``out_dir=...`` per point.
 """
@@ -40,10 +40,12 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ark import compare, runner
-from ark.local_server import serving
-from ark.logger import redact
-from ark.rundir import RunDir
+from ark.eval import compare
+
+from ark.eval import runner
+from ark.llm.local_server import serving
+from ark.eval.logger import redact
+from ark.eval.rundir import RunDir
 
 log = logging.getLogger(__name__)
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -54,17 +56,17 @@ def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index
               search=None):
     """ARKRetriever over ``graph``: BM25 index (cached under ``index_cache``, by default inside the graph's
     own cache folder; built in memory for a graph without one), tool set, LLM client (with response cache).
-    ``search``: an `ark.search.SearchSetup` (conf/search/); None is the paper's lexical search (node
+    ``search``: an `ark.search.modes.SearchSetup` (conf/search/); None is the paper's lexical search (node
     embeddings, for dense or hybrid, are cached beside the BM25 index)."""
     from ark.agent import ARKRetriever
-    from ark.llm import LLMClient
-    from ark.text_index import load_index
-    from ark.tools import ToolSet
+    from ark.llm.client import LLMClient
+    from ark.search.bm25 import load_index
+    from ark.tools.toolset import ToolSet
 
     index_cache = index_cache or graph.directory
     index = load_index(graph, index_cache) if index_cache else None
     if index is None:
-        from ark.text_index import BM25Index
+        from ark.search.bm25 import BM25Index
 
         index = BM25Index.build(graph.texts())
     if llm_cache:
@@ -95,7 +97,7 @@ def build_dense(graph, encoder, index_cache: str | None = None, top: int = 100, 
                 build_embeddings: bool = True):
     """The dense baseline: candidates ranked by embedding similarity (embeddings cached under ``index_cache``)."""
     from ark.baselines import DenseRetriever
-    from ark.search import SearchConfig, SearchSetup
+    from ark.search.modes import SearchConfig, SearchSetup
 
     setup = SearchSetup(SearchConfig(mode="dense"), encoder, index_kind, build_embeddings)
     return DenseRetriever(graph, setup.dense(graph, index_cache or graph.directory), top=top)
@@ -161,7 +163,7 @@ def prerequisite_problems(cfg: DictConfig, source=None) -> list[str]:
             problems.append(f"backbone {backbone.name!r} (provider {backbone.provider}) needs an API key: "
                             f"export {env}=...  (or choose another backbone, e.g. backbone=local)")
     if uses_encoder(cfg):
-        from ark.embedding import cache_problems
+        from ark.search.embeddings import cache_problems
 
         encoder = instantiate(cfg.encoder.encoder)
         problems += encoder.problems()
@@ -181,7 +183,7 @@ def check_prerequisites(cfg: DictConfig, source=None) -> None:
         raise SystemExit("the run cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-# Start ark.local_server for a `local` backbone when nothing answers on its port (shared with `ark ask`).
+# Start ark.llm.local_server for a `local` backbone when nothing answers on its port (shared with `ark ask`).
 local_server_for = serving
 
 
@@ -200,8 +202,8 @@ def _one_line(e: BaseException) -> str:
 def setting_problems(cfg: DictConfig) -> list[str]:
     """Every bad setting of ``cfg``, one line each naming the value and the valid choices; empty when
     all are valid. Reads no file and builds nothing heavier than the small config objects."""
-    from ark.metrics import MODES
-    from ark.stark import HUMAN_SPLIT, SPLITS
+    from ark.eval.metrics import MODES
+    from ark.data.stark import HUMAN_SPLIT, SPLITS
 
     problems = []
 
@@ -216,7 +218,7 @@ def setting_problems(cfg: DictConfig) -> list[str]:
     except Exception as e:  # noqa: BLE001 - reported as a setting problem
         problems.append(f"bad setting in graph: {_one_line(e)}")
         source = None
-    from ark.sources import StarkSource
+    from ark.data.sources import StarkSource
 
     splits = (*SPLITS, HUMAN_SPLIT)   # STaRK's split names; other sources check theirs when queries load
     if isinstance(source, StarkSource) and cfg.split not in splits:
@@ -250,7 +252,7 @@ def setting_problems(cfg: DictConfig) -> list[str]:
         except Exception as e:  # noqa: BLE001 - reported as a setting problem
             problems.append(f"bad setting in {key}: {_one_line(e)}")
     for key in ("search.setup.index_kind", "retriever.build.index_kind"):
-        from ark.vector_index import KINDS
+        from ark.search.vectors import KINDS
 
         v = OmegaConf.select(cfg, key, default=None)
         if v is not None and v not in KINDS and (key.startswith("retriever") or uses_search(cfg)):

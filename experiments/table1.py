@@ -5,7 +5,7 @@
     python -m experiments.table1 reproduce graph=demo backbone=local limit=5     # shrunk, on the demo graph
 
 ``reproduce`` first checks what the sweep needs and stops with a clear message when something is
-missing: the STaRK files of each graph under data/stark (``python -m ark.stark download <graph>`` fetches
+missing: the STaRK files of each graph under data/stark (``python -m ark.data.stark download <graph>`` fetches
 them) and the API key of each paid backbone (OPENAI_API_KEY for GPT-4.1 and GPT-4o). Then it
 runs ``experiments/run.py -m experiment=table1`` (rerunning resumes) and writes results/table1.md,
 .csv and .tex with the paper's published numbers (results/paper/table1.csv) beside ours and the
@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ark.report import build_table1, write_table1
+from ark.eval.table1 import build_table1, write_table1
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,14 +1,14 @@
 """Self-contained HTML trajectory viewer for one run directory (no network, inline JS/CSS).
 
 Left: every query with status, metrics and the failure class of each gold node (filterable, click to
-open). Right: the chosen query's gold ids, where each was found or lost (ark.attribution: first step,
+open). Right: the chosen query's gold ids, where each was found or lost (ark.eval.attribution: first step,
 agent, tool and rank; selected position; fused position; class), the fused ranking with gold hits
 highlighted, then each agent's steps: tool, arguments, observation (gold ids highlighted where they
 appear), node ids shown/selected, LLM and tool latency, tokens, the model's mistakes.
 
     python -m experiments.viewer results/runs/<experiment>/<graph>/<run> --out viewer.html
 
-Reads the run directory through ark.rundir.RunDir (predictions.jsonl, trajectories/<qid>.json).
+Reads the run directory through ark.eval.rundir.RunDir (predictions.jsonl, trajectories/<qid>.json).
 Large runs: --limit keeps the first N queries, --max-observation-chars trims each observation.
 """
 from __future__ import annotations
@@ -21,7 +21,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
-from ark import attribution, rundir
+from ark.eval import attribution
+
+from ark.eval import rundir
 
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 
@@ -63,8 +65,8 @@ def _steps(traj: dict, max_chars: int) -> list[dict]:
 
 
 def build_view(run_dir: Path | str, limit: int | None = None, max_observation_chars: int = 4000) -> dict:
-    """Everything the page shows, as plain JSON-able data (read through ark.rundir.RunDir; each ok
-    query also carries its failure attribution, ark.attribution)."""
+    """Everything the page shows, as plain JSON-able data (read through ark.eval.rundir.RunDir; each ok
+    query also carries its failure attribution, ark.eval.attribution)."""
     run = rundir.RunDir(run_dir)
     preds = run.records()
     preds = preds[:limit] if limit else preds

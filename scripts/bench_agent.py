@@ -1,7 +1,7 @@
 """Agent-loop throughput and per-step overhead against a scripted server with a fixed 200 ms latency.
 
 Runs Q queries x n agents x S steps (default 200 x 3 x 5) at a global concurrency of C (default 64)
-through the real `ark.llm.LLMClient` and `ark.agent.ARKRetriever`, with the scripted OpenAI-compatible
+through the real `ark.llm.client.LLMClient` and `ark.agent.ARKRetriever`, with the scripted OpenAI-compatible
 server (tests/scripted_server.py) in a separate process so its threads do not share our GIL.
 Each agent's script: search_graph -> explore_neighbors(top hit) -> search_graph -> select -> finish,
 so the tools do real work on the graph. Prints
@@ -29,9 +29,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.scripted_server / tests.toy_graph
 
 from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever  # noqa: E402
-from ark.llm import BackboneConfig, LLMClient  # noqa: E402
-from ark.text_index import BM25Index, load_index  # noqa: E402
-from ark.tools import ToolConfig, ToolSet  # noqa: E402
+from ark.llm.client import BackboneConfig, LLMClient  # noqa: E402
+from ark.search.bm25 import BM25Index, load_index  # noqa: E402
+from ark.tools.toolset import ToolConfig, ToolSet  # noqa: E402
 
 
 def load(graph_name: str, root: str):
@@ -41,7 +41,7 @@ def load(graph_name: str, root: str):
         g = toy_graph()
         names = g.names()
         return g, BM25Index.build(list(g.texts())), [f"{n} related" for n in names]
-    from ark.sources import DemoSource
+    from ark.data.sources import DemoSource
     source = DemoSource(root)
     g = source.graph()
     index = load_index(g, source.cache_dir)

@@ -3,7 +3,7 @@
     python scripts/bench_attribution.py                 # 1,000 queries x 3 agents x 10 steps
     python scripts/bench_attribution.py --n 200 --steps 20
 
-A run directory is written through the runner's own code path (`ark.runner.run_queries` with a
+A run directory is written through the runner's own code path (`ark.eval.runner.run_queries` with a
 stand-in retriever returning real `ark.trajectory.Trajectory` records): per agent ``--steps`` steps,
 each one graph-tool call whose observation is rendered by `ark.observation.render` (5 nodes for a
 search, 20 for a neighbor call, 160-character snippets, as the tools render them) with the shown ids
@@ -12,8 +12,8 @@ recorded, then select + finish; the chat messages hold the observations again, a
 query at a time (nothing kept, so neither side pays for a large heap):
 
   - load: `RunDir.trajectories` (read + JSON parse of trajectories/<qid>.json);
-  - attribute: `ark.attribution.attribute_record` on what was just loaded;
-and, best of three, write: `ark.attribution.write` end to end (load + attribute + attribution.csv +
+  - attribute: `ark.eval.attribution.attribute_record` on what was just loaded;
+and, best of three, write: `ark.eval.attribution.write` end to end (load + attribute + attribution.csv +
 metrics.json).
 
 Printed: seconds and ms per query for each, and attribute / load (target: well under 1).
@@ -34,12 +34,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ark import attribution, runner  # noqa: E402
-from ark.llm import ChatResponse, ToolCall  # noqa: E402
+from ark.eval import attribution, runner  # noqa: E402
+from ark.llm.client import ChatResponse, ToolCall  # noqa: E402
 from ark.observation import NodeLine, render  # noqa: E402
-from ark.retrieval import Retrieval  # noqa: E402
-from ark.rundir import RunDir  # noqa: E402
-from ark.tools import NEIGHBORS, SEARCH  # noqa: E402
+from ark.retriever import Retrieval  # noqa: E402
+from ark.eval.rundir import RunDir  # noqa: E402
+from ark.tools.toolset import NEIGHBORS, SEARCH  # noqa: E402
 from ark.trajectory import Step, Trajectory  # noqa: E402
 
 SYSTEM = "You explore a knowledge graph with tools. " * 40   # about the system prompt's length

@@ -57,8 +57,8 @@ def _time(fn, args_list) -> list[tuple[float, float]]:
 def bench_encoding(n_texts: int, data: str) -> None:
     import torch
 
-    from ark.embedding import LocalEncoder, default_model_dir
-    from ark.sources import DemoSource
+    from ark.search.embeddings import LocalEncoder, default_model_dir
+    from ark.data.sources import DemoSource
 
     graph = DemoSource(root=data).graph()
     rng = np.random.default_rng(0)
@@ -94,14 +94,14 @@ def bench_encoding(n_texts: int, data: str) -> None:
 def bench_search(scale: float, n_queries: int, lexical: bool, dim: int = 384, kinds=("hnsw", "ivf"),
                  hnsw_m: int = 32, efc: int = 80, ef_search: int = 128, nprobe: int = 16,
                  build_threads: int = 2, flat_queries: int = 30, clusters: int = 2000, spread: float = 0.6) -> None:
-    from ark.search import DenseSearch, GlobalSearch, SearchConfig
-    from ark.vector_index import VectorIndex
+    from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig
+    from ark.search.vectors import VectorIndex
 
     rng = np.random.default_rng(0)
     if lexical:
         from bench_tools import synthetic_mag
 
-        from ark.text_index import BM25Index
+        from ark.search.bm25 import BM25Index
 
         t0 = time.perf_counter()
         graph = synthetic_mag(scale)

@@ -1,4 +1,4 @@
-"""Benchmark of the graph store (`ark.graph.KnowledgeGraph`) on a synthetic graph at MAG scale.
+"""Benchmark of the graph store (`ark.data.graph.KnowledgeGraph`) on a synthetic graph at MAG scale.
 
 Builds a random graph shaped like STaRK's MAG (1.9M nodes of 4 types, 40M stored edges of 4 relations,
 power-law degrees, short synthetic texts), then measures, in one run:
@@ -139,7 +139,7 @@ def _percentiles(samples_s: list[float]) -> dict:
 
 
 def phase_load_cache(d: Path, queries: int, hubs: int, seed: int) -> dict:
-    from ark.graph import KnowledgeGraph
+    from ark.data.graph import KnowledgeGraph
 
     rss_before = peak_rss_gib()
     t0 = time.perf_counter()
@@ -224,7 +224,7 @@ def run(args) -> dict:
 
 def build(args, out: dict) -> None:
     """Synthesize the graph, write it in stark-qa's layout, build and save the `KnowledgeGraph` cache."""
-    from ark.graph import KnowledgeGraph
+    from ark.data.graph import KnowledgeGraph
 
     t = time.perf_counter()
     node_types, names, texts, src, dst, rel = synthesize(args.scale, args.seed)

@@ -13,14 +13,14 @@ The scripted server (tests/scripted_server.py) runs in its own process so that i
 compete with the runner for the GIL. Reported per run:
   - wall_s vs bound_s (target: ratio <= 1.2),
   - the runner's own bookkeeping per query (record, metrics, JSON + trajectory writes, progress;
-    target < 5 ms), measured inside ark.runner,
+    target < 5 ms), measured inside ark.eval.runner,
   - the agent's non-LLM time per query (tools, prompt building) from the trajectories, for context,
   - the client process's CPU time per LLM call.
 
 ``--mode stub`` replaces the agents by a stand-in that waits 2 x latency and returns the warm-up
 query's real trajectories, so the runner alone (scheduling, records, files) is measured against the
 same bound; ``--mode both`` (default) reports both. ``--http`` picks the LLM client's transport
-(``ark.transport``); ``both`` runs the agents over each, one after the other, and prints the ratio.
+(``ark.llm.transport``); ``both`` runs the agents over each, one after the other, and prints the ratio.
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ class StubRetriever:
 def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: Path, progress: bool,
           mode: str = "agent", http: str = "aiohttp") -> dict:
     from ark.agent import AgentConfig
-    from ark.sources import DemoSource
-    from ark.llm import BackboneConfig
-    from ark.runner import RunSettings, run_queries
-    from ark.tools import ToolConfig
+    from ark.data.sources import DemoSource
+    from ark.llm.client import BackboneConfig
+    from ark.eval.runner import RunSettings, run_queries
+    from ark.tools.toolset import ToolConfig
     from experiments.run import build_ark
 
     source = DemoSource(data_root)

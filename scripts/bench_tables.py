@@ -1,4 +1,4 @@
-"""Benchmark of the tables format (`ark.tables.TablesSource`) at MAG scale, against STaRK's files.
+"""Benchmark of the tables format (`ark.data.tables.TablesSource`) at MAG scale, against STaRK's files.
 
 The synthetic MAG-shaped graph of `scripts/bench_graph.py` (1.9M nodes of 4 types, 40M stored edges of
 4 relations, power-law degrees, 12-word texts) is written twice: as tables (``nodes.parquet``,
@@ -145,7 +145,7 @@ def phase_build_tables(d: Path) -> dict:
 
 
 def phase_build_stark(d: Path) -> dict:
-    from ark.sources import StarkSource
+    from ark.data.sources import StarkSource
 
     t = time.perf_counter()
     g = StarkSource("mag", root=d / "stark_root").graph(rebuild=True)
@@ -200,9 +200,9 @@ def phase_cold(d: Path, sweep: bool = False) -> dict:
 
     if not sweep:
         begin(_T0)
-    import ark.sources
-    import ark.text_index
-    import ark.tools
+    import ark.data.sources
+    import ark.search.bm25
+    import ark.tools.toolset
 
     if not sweep:
         stamp("imports (ark's graph, index and tool modules)")
@@ -233,30 +233,30 @@ def phase_cold(d: Path, sweep: bool = False) -> dict:
         wrap(sys.modules["hydra.main"], "_run_hydra", None, before="entry point's imports")
         wrap(hydra._internal.hydra.Hydra, "run", None, before="Hydra config (mode)")
         wrap(hydra._internal.hydra, "run_job", None, before="Hydra config (run)")
-    wrap(ark.sources.GraphSource, "graph", "graph", before="checks")
-    wrap(ark.text_index, "load_index", "bm25")
-    wrap(ark.sources.GraphSource, "queries", "queries")
-    import ark.llm
+    wrap(ark.data.sources.GraphSource, "graph", "graph", before="checks")
+    wrap(ark.search.bm25, "load_index", "bm25")
+    wrap(ark.data.sources.GraphSource, "queries", "queries")
+    import ark.llm.client
 
-    real_chat = ark.llm.LLMClient.chat
+    real_chat = ark.llm.client.LLMClient.chat
 
     async def chat(client, *args, **kwargs):
         out = await real_chat(client, *args, **kwargs)
         stamp("first LLM reply")
         return out
 
-    ark.llm.LLMClient.chat = chat
+    ark.llm.client.LLMClient.chat = chat
     answers: list[dict] = []
-    real_call = ark.tools.ToolSet.call
+    real_call = ark.tools.toolset.ToolSet.call
 
     def call(toolset, name, arguments):
         out = real_call(toolset, name, arguments)
-        if name == ark.tools.SEARCH and "first_search" not in jobs[-1]:
+        if name == ark.tools.toolset.SEARCH and "first_search" not in jobs[-1]:
             stamp("first_search")
             answers.append({"error": out.error, "hits": len(out.node_ids)})
         return out
 
-    ark.tools.ToolSet.call = call
+    ark.tools.toolset.ToolSet.call = call
     entry = ROOT / "experiments" / "run.py"
     run = f"cold-{os.getpid()}"
     names = ["-m", "experiment_name=" + ",".join(f"j{i}" for i in range(SWEEP_JOBS))] if sweep else []
@@ -275,7 +275,7 @@ def phase_cold(d: Path, sweep: bool = False) -> dict:
 
 def write_vocab(d: Path, n_tokens: int) -> None:
     """A vocabulary of ``n_tokens`` tokens saved both ways: bm25s' JSON dict and `HashedVocab`'s arrays."""
-    from ark.text_index import HashedVocab
+    from ark.search.bm25 import HashedVocab
 
     vocab = {f"t{i:07d}x": i for i in range(n_tokens)}
     (d / "vocab").mkdir(parents=True, exist_ok=True)
@@ -294,7 +294,7 @@ def phase_vocab_json(d: Path) -> dict:
 
 
 def phase_vocab_hash(d: Path) -> dict:
-    from ark.text_index import HashedVocab
+    from ark.search.bm25 import HashedVocab
 
     t = time.perf_counter()
     vocab = HashedVocab(np.load(d / "vocab" / "vocab.hash.npy", mmap_mode="r"),

@@ -35,9 +35,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/bench_graph.py
 
-from ark.graph import CacheError, KnowledgeGraph  # noqa: E402
-from ark.text_index import BM25Index, load_index  # noqa: E402
-from ark.tools import NEIGHBORS, ToolConfig, ToolSet, _top_k  # noqa: E402
+from ark.data.graph import CacheError, KnowledgeGraph  # noqa: E402
+from ark.search.bm25 import BM25Index, load_index  # noqa: E402
+from ark.tools.toolset import NEIGHBORS, ToolConfig, ToolSet, _top_k  # noqa: E402
 
 MAG_SIZES = {"paper": 700_244, "author": 1_134_649, "institution": 8_740, "field_of_study": 59_965}
 RELATIONS = ["author___affiliated_with___institution", "paper___cites___paper",

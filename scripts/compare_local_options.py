@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from ark.agent import OPTIONS
-from ark.attribution import CLASS_LABEL, CLASSES
-from ark.rundir import RunDir
+from ark.eval.attribution import CLASS_LABEL, CLASSES
+from ark.eval.rundir import RunDir
 from ark.trajectory import Trajectory
 
 VARIANTS = {"plain": (), "all": OPTIONS, **{o: (o,) for o in OPTIONS}}
@@ -56,7 +56,7 @@ def trajectories(run: RunDir) -> list[Trajectory]:
 
 
 def fates(run: RunDir) -> dict[str, float]:
-    """Share of gold nodes per attribution class (metrics.json's "attribution", ark.attribution)."""
+    """Share of gold nodes per attribution class (metrics.json's "attribution", ark.eval.attribution)."""
     return dict((run.metrics.get("attribution") or {}).get("share") or {})
 
 

@@ -7,7 +7,7 @@ The first run encodes every demo node with the local encoder (tens of minutes on
 under ``flock /work/heavy.lock nice -n 10`` on a shared machine); later runs read the cached node
 embeddings (``data/cache/demo/embeddings/``). The retrievers are `ark.baselines`' BM25Retriever
 (STaRK's BM25), DenseRetriever and HybridRetriever (RRF, constant 60, over each side's top 100), scored
-with ark.metrics exactly as runs are. Needs requirements-dense.txt.
+with ark.eval.metrics exactly as runs are. Needs requirements-dense.txt.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from ark.baselines import BM25Retriever, DenseRetriever, HybridRetriever
-    from ark.embedding import LocalEncoder, default_model_dir
-    from ark.metrics import as_candidates, evaluate
-    from ark.search import SearchConfig, SearchSetup
-    from ark.sources import DemoSource
+    from ark.search.embeddings import LocalEncoder, default_model_dir
+    from ark.eval.metrics import as_candidates, evaluate
+    from ark.search.modes import SearchConfig, SearchSetup
+    from ark.data.sources import DemoSource
 
     source = DemoSource(root=a.data)
     splits = [x for x in a.splits.split(",") if x]
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             scores[name, templates[q.id]].append(m)
         print(f"{name}: {len(queries)} queries in {time.perf_counter() - t0:.1f} s", flush=True)
 
-    from ark.demo import ALL_TEMPLATES, MISMATCH_TEMPLATES
+    from ark.data.demo import ALL_TEMPLATES, MISMATCH_TEMPLATES
 
     present = {templates[q.id] for q in queries}
     order = [t for t in ALL_TEMPLATES if t in present]

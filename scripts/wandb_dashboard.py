@@ -6,13 +6,13 @@
 
 The view filters to one experiment (the runs' W&B group, set by logger=wandb), groups runs by
 graph, and has one section per concern: final metrics (bar charts of <split>/hit@1, hit@5,
-recall@20, mrr), tool use (search vs. neighborhood shares), failure attribution (ark.attribution's
+recall@20, mrr), tool use (search vs. neighborhood shares), failure attribution (ark.eval.attribution's
 classes), cost and latency, and a run comparer of
-the configs. Runs are tagged graph:/backbone:/budget:/ablation: by ark.logger, so the runs table can
+the configs. Runs are tagged graph:/backbone:/budget:/ablation: by ark.eval.logger, so the runs table can
 be filtered further in the UI.
 
 tests/test_wandb_dashboard.py checks, offline, that every panel plots a key a real run logs (runner +
-ark.logger into an offline W&B run) and that the view selects runs the way the logger groups them;
+ark.eval.logger into an offline W&B run) and that the view selects runs the way the logger groups them;
 saving the view needs W&B's servers and is the one step only a user online can run.
 """
 
@@ -25,8 +25,8 @@ METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 
 
 def tool_share_metrics() -> list[str]:
-    """The logged tool-share keys (ark.logger: tool_share/<tool>), one per registered graph tool."""
-    from ark.tool_registry import graph_tool_names
+    """The logged tool-share keys (ark.eval.logger: tool_share/<tool>), one per registered graph tool."""
+    from ark.tools.registry import graph_tool_names
 
     return [f"tool_share/{name}" for name in graph_tool_names()]
 
@@ -45,7 +45,7 @@ def build_workspace(entity: str, project: str, experiment: str, split: str = "te
     cost_panels = [wr.BarPlot(title="cost (US$)", metrics=["cost_usd"]),
                    wr.BarPlot(title="tokens", metrics=["tokens/total"]),
                    wr.BarPlot(title="latency (s, slowest agent)", metrics=["latency_s/mean", "latency_s/p90"])]
-    from ark.attribution import CLASSES
+    from ark.eval.attribution import CLASSES
 
     attribution_panels = [wr.BarPlot(title="where gold nodes were found or lost (share of gold)",
                                      metrics=[f"attribution/{c}" for c in CLASSES]),

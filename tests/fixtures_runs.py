@@ -1,10 +1,10 @@
 """Synthetic run directories for figure/viewer/notebook tests, written by the evaluation runner itself.
 
 Only the retriever is stood in for: each query's agent lists, tool calls and latency are chosen by the
-test, so expectations are known; everything in the directory (the files ark/rundir.py documents:
+test, so expectations are known; everything in the directory (the files ark/eval/rundir.py documents:
 predictions.jsonl, trajectories/<qid>.json of real ``ark.trajectory.Trajectory`` records, metrics.json,
-per_query.csv) is written by ``ark.runner.run_queries``, the fused ranking by ``ark.fusion.fuse``, the
-metrics by ``ark.metrics``, and config.yaml goes through ``ark.logger.redact`` as ``experiments/run.py``
+per_query.csv) is written by ``ark.eval.runner.run_queries``, the fused ranking by ``ark.fusion.fuse``, the
+metrics by ``ark.eval.metrics``, and config.yaml goes through ``ark.eval.logger.redact`` as ``experiments/run.py``
 writes it.
 
     from tests.fixtures_runs import QuerySpec, write_run, budget_grid
@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ark import runner
+from ark.eval import runner
 from ark.fusion import fuse
-from ark.logger import redact
+from ark.eval.logger import redact
 
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 TOP = 20  # the runner's default ranking length for ARK
@@ -117,9 +117,9 @@ def write_run(run_dir: Path, config: dict, queries: list[QuerySpec]) -> Path:
 
 
 def _run_stand_in(queries: list[QuerySpec], settings, logger=None) -> dict:
-    """``ark.runner.run_queries`` over a retriever that replays each QuerySpec as real Retrieval and
+    """``ark.eval.runner.run_queries`` over a retriever that replays each QuerySpec as real Retrieval and
     Trajectory records (only the LLM and the graph are stood in for)."""
-    from ark.retrieval import Retrieval
+    from ark.retriever import Retrieval
     from ark.trajectory import Trajectory
 
     by_text = {q.question: q for q in queries}
@@ -192,8 +192,8 @@ def budget_grid(root: Path, graphs=("demo",), t_maxes=(5, 10, 20), n_agents=(1, 
 
 def real_run(runs_root: Path, overrides: list[str], queries: list[QuerySpec]) -> Path:
     """A run dir written by the real code path: the Hydra config composed from conf/ (written as
-    experiments/run.py writes it, with run.json) and ark.runner.run_queries over a stand-in retriever
-    that returns ark.retrieval.Retrieval objects holding real ark.trajectory.Trajectory records.
+    experiments/run.py writes it, with run.json) and ark.eval.runner.run_queries over a stand-in retriever
+    that returns ark.retriever.Retrieval objects holding real ark.trajectory.Trajectory records.
     Only the LLM and the graph are stood in for."""
     from omegaconf import OmegaConf, open_dict
 

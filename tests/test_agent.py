@@ -13,8 +13,8 @@ import pytest
 
 from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever, shorten_observations
 from ark.fusion import fuse
-from ark.llm import BackboneConfig, LLMClient
-from ark.llm_cache import ResponseCache
+from ark.llm.client import BackboneConfig, LLMClient
+from ark.llm.cache import ResponseCache
 from ark.prompts import load_template, prompt_versions, system_prompt
 from ark.trajectory import Trajectory
 from tests.scripted_server import (ScriptedServer, context_length_error, rate_limited, server_error, slow,

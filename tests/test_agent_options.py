@@ -12,7 +12,7 @@ import pytest
 from hydra.utils import instantiate
 
 from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever
-from ark.llm import BackboneConfig, LLMClient
+from ark.llm.client import BackboneConfig, LLMClient
 from tests.scripted_server import ScriptedServer, text_reply, tool_reply
 from tests.toy_graph import graph, index, toolset  # shared fixtures
 
@@ -159,7 +159,7 @@ def test_configs_switch_options_per_backbone_and_record_them(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps(old))
     _check_same_run(tmp_path, run_info(paper))
     # readers of run directories get the options from run.json, else from the saved config
-    from ark.rundir import RunDir
+    from ark.eval.rundir import RunDir
 
     (tmp_path / "run.json").write_text(json.dumps(run_info(on)))
     (tmp_path / "predictions.jsonl").write_text("")

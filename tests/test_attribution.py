@@ -1,4 +1,4 @@
-"""Failure attribution (ark/attribution.py): known trajectories -> known classes, positions and costs;
+"""Failure attribution (ark/eval/attribution.py): known trajectories -> known classes, positions and costs;
 a run directory -> attribution.csv and metrics.json; the real agent on the toy graph -> the ids its
 tools showed."""
 from __future__ import annotations
@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from ark import attribution as A
-from ark import runner
-from ark.llm import ToolCall
-from ark.retrieval import Retrieval
-from ark.rundir import RunDir
+from ark.eval import attribution as A
+from ark.eval import runner
+from ark.llm.client import ToolCall
+from ark.retriever import Retrieval
+from ark.eval.rundir import RunDir
 from ark.trajectory import Step, Trajectory
 
 FILL = list(range(100, 120))  # 20 filler nodes
@@ -101,7 +101,7 @@ def test_a_ranking_without_trajectories_is_a_baseline():
 
 @pytest.fixture
 def run_dir(tmp_path):
-    """A run directory written by ark.runner from a retriever returning the trajectories above."""
+    """A run directory written by ark.eval.runner from a retriever returning the trajectories above."""
     a0 = traj(0, [step(0, [("search_graph", [3, 1])]), step(1, [("select", [])])], [1])
     b0 = traj(0, [step(0, [("search_graph", [8])])], [8])
 
@@ -158,9 +158,9 @@ def test_real_agent_on_the_toy_graph():
     search and selected, Losartan (6) is shown by Marfan's drug neighbors and not selected, KCNH2 (5) is
     never shown."""
     from ark.agent import ARKRetriever, AgentConfig
-    from ark.llm import BackboneConfig, LLMClient
-    from ark.text_index import BM25Index
-    from ark.tools import ToolConfig, ToolSet
+    from ark.llm.client import BackboneConfig, LLMClient
+    from ark.search.bm25 import BM25Index
+    from ark.tools.toolset import ToolConfig, ToolSet
     from tests.scripted_server import ScriptedServer, tool_reply
     from tests.toy_graph import toy_graph
 

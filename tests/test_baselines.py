@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from ark.baselines import BM25Retriever
-from ark.graph import KnowledgeGraph
-from ark.retrieval import Retrieval
-from ark.text_index import BM25Index, Tokenizer
+from ark.data.graph import KnowledgeGraph
+from ark.retriever import Retrieval
+from ark.search.bm25 import BM25Index, Tokenizer
 from tests.toy_graph import toy_graph
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ark.cli import main
-from ark.tables import TablesSource
-from ark.text_index import load_index
-from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
+from ark.cli.main import main
+from ark.data.tables import TablesSource
+from ark.search.bm25 import load_index
+from ark.tools.toolset import NEIGHBORS, SEARCH, ToolConfig, ToolSet
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "tables_kg"
@@ -107,7 +107,7 @@ def test_build_and_export_commands(capsys, root, tmp_path):
 
 def test_the_console_script_is_declared():
     text = (REPO / "pyproject.toml").read_text()
-    assert re.search(r'^\[project\.scripts\]\nark = "ark\.cli:entry"$', text, re.M)
+    assert re.search(r'^\[project\.scripts\]\nark = "ark\.cli\.main:entry"$', text, re.M)
 
 
 # --- ark ask ----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Paired comparisons (ark/compare.py): constructed per-query scores against scipy, and run directories
+"""Paired comparisons (ark/eval/compare.py): constructed per-query scores against scipy, and run directories
 over the same queries."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ark import compare as C
-from ark.metrics import aggregate
+from ark.eval import compare as C
+from ark.eval.metrics import aggregate
 from tests.fixtures_runs import QuerySpec, make_config, write_run
 
 
@@ -92,7 +92,7 @@ def test_runs_over_other_queries_are_refused(tmp_path):
 
 def test_a_run_with_compare_to_records_the_paired_differences(tmp_path):
     """experiments/run.py with compare_to: the demo graph, the scripted server, two toolsets on the
-    same queries; the paired numbers land in metrics.json and equal ark.compare on the two dirs."""
+    same queries; the paired numbers land in metrics.json and equal ark.eval.compare on the two dirs."""
     import json
     from pathlib import Path
 

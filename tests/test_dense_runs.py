@@ -144,7 +144,7 @@ def test_unknown_search_or_encoder_option_lists_the_choices(tmp_path):
 
 
 def test_a_missing_or_mismatched_embedding_cache_is_named_with_the_command_that_builds_it(tmp_path, server):
-    from ark.embedding import OpenAIEncoder, cache_path
+    from ark.search.embeddings import OpenAIEncoder, cache_path
     from experiments.run import compose, run
 
     cfg = compose(overrides(tmp_path, server, "search=dense", "search.setup.build_embeddings=false"))

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from ark.baselines import BM25Retriever, DenseRetriever, HybridRetriever
-from ark.embedding import EmbeddingCacheError, OpenAIEncoder, node_embeddings
-from ark.llm import BackboneConfig, EmbeddingClient, LLMTransportError, MissingCredentialsError
-from ark.search import DenseSearch, GlobalSearch, SearchConfig, SearchSetup, rrf, weighted
-from ark.text_index import BM25Index
-from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
-from ark.vector_index import VectorIndex
+from ark.search.embeddings import EmbeddingCacheError, OpenAIEncoder, node_embeddings
+from ark.llm.client import BackboneConfig, EmbeddingClient, LLMTransportError, MissingCredentialsError
+from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig, SearchSetup, rrf, weighted
+from ark.search.bm25 import BM25Index
+from ark.tools.toolset import NEIGHBORS, SEARCH, ToolConfig, ToolSet
+from ark.search.vectors import VectorIndex
 from tests.scripted_server import ScriptedServer, rate_limited, server_error
 from tests.toy_graph import toy_graph
 
@@ -114,7 +114,7 @@ def test_openai_encoder_needs_its_key(monkeypatch):
 def test_unknown_names_are_explained():
     with pytest.raises(ValueError, match="unknown OpenAI embedding model 'text-embedding-4'; valid: text-embedding-3-small"):
         OpenAIEncoder("text-embedding-4")
-    from ark.embedding import LocalEncoder, make_encoder
+    from ark.search.embeddings import LocalEncoder, make_encoder
 
     with pytest.raises(ValueError, match="unknown local encoder model 'MiniLM'; valid: all-MiniLM-L6-v2"):
         LocalEncoder("MiniLM")
@@ -245,7 +245,7 @@ def test_dense_and_hybrid_baselines_rank_candidates(graph, bm25, dense):
 def test_the_onnx_backend_names_its_packages_when_they_are_missing(monkeypatch):
     import importlib.util
 
-    from ark.embedding import LocalEncoder
+    from ark.search.embeddings import LocalEncoder
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda m, *a: None if m in ("onnxruntime", "optimum") else real(m, *a))

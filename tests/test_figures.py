@@ -274,7 +274,7 @@ def test_fixture_trajectories_match_real_trajectory_format(tmp_path):
 
 
 def test_figures_on_real_runner_output(tmp_path):
-    """Run dirs written by ark.runner with configs composed from conf/: the figures read the same
+    """Run dirs written by ark.eval.runner with configs composed from conf/: the figures read the same
     numbers the runner summarized (metrics, tool calls, neighbor-call histogram)."""
     try:
         from tests.fixtures_runs import random_queries, real_run

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from ark.graph import CacheError, KnowledgeGraph, group_neighbors
+from ark.data.graph import CacheError, KnowledgeGraph, group_neighbors
 from tests.toy_graph import toy_graph
 
 # Hand-computed from tests/toy_graph.EDGES: node -> {neighbor: {(relation, outgoing)}}

@@ -1,4 +1,4 @@
-"""Tests for ark.llm / ark.llm_cache / ark.pricing: the real client against tests/scripted_server.py.
+"""Tests for ark.llm.client / ark.llm.cache / ark.llm.pricing: the real client against tests/scripted_server.py.
 
     .venv/bin/pytest tests/test_llm.py -q
 """
@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from ark.llm import (
+from ark.llm.client import (
     BackboneConfig,
     ChatResponse,
     ContextLengthError,
@@ -23,9 +23,9 @@ from ark.llm import (
     MissingCredentialsError,
     ToolCall,
 )
-from ark.llm_cache import ResponseCache, cache_key
-from ark.pricing import PRICES, estimate_cost, lookup_price, resolve_price
-from ark.transport import TRANSPORTS, Route, env_proxy, make_transport
+from ark.llm.cache import ResponseCache, cache_key
+from ark.llm.pricing import PRICES, estimate_cost, lookup_price, resolve_price
+from ark.llm.transport import TRANSPORTS, Route, env_proxy, make_transport
 from tests.scripted_server import (
     MALFORMED,
     Reply,
@@ -110,7 +110,7 @@ def _retry_delays(caplog) -> list[float]:
 
 
 def test_429_retry_after_is_honoured(http, caplog):
-    caplog.set_level(logging.WARNING, logger="ark.llm")
+    caplog.set_level(logging.WARNING, logger="ark.llm.client")
     with ScriptedServer([rate_limited(retry_after=0.6), tool_reply(("search_graph", {"query": "q"}))]) as s:
         client = LLMClient(cfg(s, http=http))
         resp = run(client.chat(MESSAGES, TOOLS))
@@ -131,7 +131,7 @@ def test_500_storm_exhausts_retries(http):
 
 
 def test_backoff_grows_exponentially(caplog):
-    caplog.set_level(logging.WARNING, logger="ark.llm")
+    caplog.set_level(logging.WARNING, logger="ark.llm.client")
     with ScriptedServer([server_error()] * 3 + [text_reply("ok")]) as s:
         run(LLMClient(cfg(s, backoff_base_s=0.1)).chat(MESSAGES, TOOLS))
     delays = _retry_delays(caplog)
@@ -208,7 +208,7 @@ def test_cache_replays_without_http(tmp_path):
 
 
 def test_cache_keeps_replies_of_another_prompt_rendering_apart(tmp_path):
-    from ark.local_chat import REVISION
+    from ark.llm.llama_server import REVISION
 
     script = [tool_reply(("search_graph", {"query": q})) for q in "abc"]
     with ScriptedServer(script) as s:
@@ -343,7 +343,7 @@ def test_client_survives_several_event_loops(http, monkeypatch):
         made.append(make_transport(*args, **kw))
         return made[-1]
 
-    monkeypatch.setattr("ark.llm.make_transport", counting)
+    monkeypatch.setattr("ark.llm.client.make_transport", counting)
 
     async def several(client):
         return await asyncio.gather(*(client.chat(MESSAGES, TOOLS) for _ in range(4)))
@@ -395,12 +395,12 @@ def test_toolcall_dataclass_roundtrip():
     assert ChatResponse.from_json(stored) == resp  # unknown keys of newer records are ignored
 
 
-# -- ark.local_server: setup errors (the running server is tested in tests/integration/) ---------
+# -- ark.llm.local_server: setup errors (the running server is tested in tests/integration/) ---------
 
 def test_local_server_missing_package_names_install_command(monkeypatch):
     import importlib.util as iu
 
-    from ark import local_server as ls
+    from ark.llm import local_server as ls
 
     real = iu.find_spec
     monkeypatch.setattr(ls.importlib.util, "find_spec",
@@ -414,7 +414,7 @@ def test_local_server_missing_package_names_install_command(monkeypatch):
 
 
 def test_local_server_config_validation(tmp_path):
-    from ark.local_server import CHAT_FORMATS, LocalServer, LocalServerConfig
+    from ark.llm.local_server import CHAT_FORMATS, LocalServer, LocalServerConfig
 
     with pytest.raises(ValueError, match=r"'chatml-tools'.*chatml-function-calling"):
         LocalServerConfig(chat_format="chatml-tools")
@@ -422,7 +422,7 @@ def test_local_server_config_validation(tmp_path):
         LocalServerConfig(host="0.0.0.0")
     server = LocalServer(model_path=str(tmp_path / "model.gguf"), model_alias="tiny", n_threads=3)
     cmd = server.command(tmp_path / "model.gguf", 5555)
-    assert cmd[1:3] == ["-m", "ark.local_chat"]
+    assert cmd[1:3] == ["-m", "ark.llm.llama_server"]
     flags = dict(zip(cmd[3::2], cmd[4::2]))
     assert flags == {"--model": str(tmp_path / "model.gguf"), "--model_alias": "tiny",
                      "--host": "127.0.0.1", "--port": "5555", "--chat_format": CHAT_FORMATS[0],
@@ -511,7 +511,7 @@ def test_corrupt_cache_is_moved_aside_with_a_warning(tmp_path, caplog, damage):
         cache.put(f"k{i}", {"i": i, "pad": "x" * 100})
     cache.close()
     damage(path)
-    with caplog.at_level(logging.WARNING, logger="ark.llm_cache"):
+    with caplog.at_level(logging.WARNING, logger="ark.llm.cache"):
         fresh = ResponseCache(path)
         fresh.put("new", {"ok": True})
         assert fresh.get("new") == {"ok": True} and fresh.get("k1") is None and len(fresh) == 1

@@ -1,12 +1,12 @@
 """The llama.cpp build switches are stated once in spirit: the Makefile's install-local, the install hint
-that `ark.local_server` prints and the comment in requirements-local.txt name the same CMake arguments."""
+that `ark.llm.local_server` prints and the comment in requirements-local.txt name the same CMake arguments."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from ark.local_server import INSTALL_HINT, LLAMA_CMAKE_ARGS
+from ark.llm.local_server import INSTALL_HINT, LLAMA_CMAKE_ARGS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
-"""ark.local_chat: every completion the local server's chat handler makes stops at max_tokens."""
+"""ark.llm.llama_server: every completion the local server's chat handler makes stops at max_tokens."""
 
-from ark.local_chat import FALLBACK_MAX_TOKENS, bounded, chat_format_arg, visible_messages
+from ark.llm.llama_server import FALLBACK_MAX_TOKENS, bounded, chat_format_arg, visible_messages
 
 
 class RecordingLlama:

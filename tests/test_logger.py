@@ -5,9 +5,11 @@ import time
 
 import pytest
 
-from ark import attribution, compare
-from ark.llm import ToolCall
-from ark.logger import NullLogger, WandbLogger, read_offline_run, redact, run_tags
+from ark.eval import attribution
+
+from ark.eval import compare
+from ark.llm.client import ToolCall
+from ark.eval.logger import NullLogger, WandbLogger, read_offline_run, redact, run_tags
 from ark.trajectory import Step, Trajectory
 
 

@@ -1,9 +1,9 @@
-"""Hand-computed cases for ark.metrics (STaRK definitions, the paper's truncated lists, bootstrap CIs)."""
+"""Hand-computed cases for ark.eval.metrics (STaRK definitions, the paper's truncated lists, bootstrap CIs)."""
 
 import numpy as np
 import pytest
 
-from ark.metrics import (CandidateSet, aggregate, bootstrap_ci, evaluate, parse_metric, scored_list, stark_evaluate,
+from ark.eval.metrics import (CandidateSet, aggregate, bootstrap_ci, evaluate, parse_metric, scored_list, stark_evaluate,
                          stark_scores, torchmetrics_semantics)
 
 ALL = ("hit@1", "hit@5", "recall@20", "recall@2", "mrr")

@@ -38,10 +38,10 @@ def runs_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def diagnose_root(tmp_path_factory) -> Path:
     """reach.json folders written by the real reachability pass over the toy graph."""
-    from ark import reachability as R
-    from ark.stark import Query
-    from ark.text_index import BM25Index
-    from ark.tools import ToolConfig, ToolSet
+    from ark.eval import reachability as R
+    from ark.data.stark import Query
+    from ark.search.bm25 import BM25Index
+    from ark.tools.toolset import ToolConfig, ToolSet
     from tests.toy_graph import toy_graph
 
     root = tmp_path_factory.mktemp("diagnose")

@@ -1,8 +1,8 @@
 """pyproject.toml declares what ark/ imports: every third-party top-level import of the package (read
 from the import statements themselves) maps to a declared distribution; the library's own modules need
 only the core dependencies, ark/distill/ may use the `distill` extra, the process the local server
-runs (ark/local_chat.py) the `local` extra, and the encoders and vector indexes of dense search
-(ark/embedding.py, ark/vector_index.py, imported lazily) the `dense` extra."""
+runs (ark/llm/llama_server.py) the `local` extra, and the encoders and vector indexes of dense search
+(ark/search/embeddings.py, ark/search/vectors.py, imported lazily) the `dense` extra."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-EXTRA_PATHS = {"distill": [REPO / "ark" / "distill"], "local": [REPO / "ark" / "local_chat.py"],   # may import an extra's
-               "dense": [REPO / "ark" / "embedding.py", REPO / "ark" / "vector_index.py"]}
+EXTRA_PATHS = {"distill": [REPO / "ark" / "distill"], "local": [REPO / "ark" / "llm" / "llama_server.py"],   # may import an extra's
+               "dense": [REPO / "ark" / "search" / "embeddings.py", REPO / "ark" / "search" / "vectors.py"]}
 
 
 def _norm(name: str) -> str:

@@ -1,4 +1,4 @@
-"""The reachability ceiling (`ark.reachability`, `experiments/diagnose.py`) on the hand-written toy graph.
+"""The reachability ceiling (`ark.eval.reachability`, `experiments/diagnose.py`) on the hand-written toy graph.
 
 Expected levels are worked out by hand from tests/toy_graph.py: "hERG" occurs only in KCNH2's text
 (node 5), so search_graph("hERG", k=1) shows [5]; 5's neighbors are 2 (Long QT syndrome) and 7
@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from ark import reachability as R
-from ark.sources import GraphSource
-from ark.stark import Query, QuerySet
-from ark.tools import ToolConfig, ToolSet
+from ark.eval import reachability as R
+from ark.data.sources import GraphSource
+from ark.data.stark import Query, QuerySet
+from ark.tools.toolset import ToolConfig, ToolSet
 from tests.toy_graph import toy_graph, graph, index  # graph, index: shared fixtures
 
 
@@ -152,7 +152,7 @@ def test_diagnose_config_composes_for_every_graph():
 
 
 def test_diagnose_runs_on_a_tables_graph(tmp_path):
-    """The hand-made tables graph (tests/data/tables_kg, ark.tables.TablesSource) through the same entry."""
+    """The hand-made tables graph (tests/data/tables_kg, ark.data.tables.TablesSource) through the same entry."""
     from experiments import diagnose
 
     cfg = diagnose.compose(["graph=tables", f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/out",

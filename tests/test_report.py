@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ark.report import build_table1, read_paper_table, write_table1
-from ark.runner import RunSettings, run_queries
+from ark.eval.table1 import build_table1, read_paper_table, write_table1
+from ark.eval.runner import RunSettings, run_queries
 from experiments import table1 as table1_cli
 from tests.test_runner import TinyRetriever, make_queries
 
@@ -129,6 +129,6 @@ def test_a_single_run_stops_before_work_with_each_fix(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as ei:
         run(cfg)
     msg = str(ei.value)
-    assert f"python -m ark.stark download prime --root {tmp_path / 'nodata' / 'stark'}" in msg
+    assert f"python -m ark.data.stark download prime --root {tmp_path / 'nodata' / 'stark'}" in msg
     assert "export OPENAI_API_KEY=" in msg
     assert not (tmp_path / "runs").exists()                    # nothing ran

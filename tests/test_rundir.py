@@ -1,4 +1,4 @@
-"""The run-directory reader (ark/rundir.py) on directories the runner writes: identity, records,
+"""The run-directory reader (ark/eval/rundir.py) on directories the runner writes: identity, records,
 trajectories, shards, a torn last line."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ark import runner
-from ark.rundir import RunDir, find_run_dirs
+from ark.eval import runner
+from ark.eval.rundir import RunDir, find_run_dirs
 from tests.test_runner import TinyRetriever, make_queries
 
 

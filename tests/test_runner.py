@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ark import runner
-from ark.metrics import evaluate
-from ark.runner import RunSettings, load_predictions, merge, parse_shard, run_queries, select_queries
+from ark.eval import runner
+from ark.eval.metrics import evaluate
+from ark.eval.runner import RunSettings, load_predictions, merge, parse_shard, run_queries, select_queries
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -215,7 +215,7 @@ def test_shard_merge_equals_single_run(tmp_path):
     assert a.keys() == b.keys() and all(a[k]["ranking"] == b[k]["ranking"] for k in a)
     assert (tmp_path / "merged" / "trajectories" / "7.json").exists()
     # CLI
-    out = subprocess.run([sys.executable, "-m", "ark.runner", "merge", str(tmp_path / "merged")],
+    out = subprocess.run([sys.executable, "-m", "ark.eval.runner", "merge", str(tmp_path / "merged")],
                          capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert '"n": 23' in out and "mrr" in out
 
@@ -224,7 +224,7 @@ KILL_SCRIPT = """
 import sys
 from pathlib import Path
 from tests.test_runner import TinyRetriever, make_queries
-from ark.runner import RunSettings, run_queries
+from ark.eval.runner import RunSettings, run_queries
 out, log = sys.argv[1], sys.argv[2]
 run_queries(TinyRetriever(delay=0.01, log_path=log, hang_from=40), make_queries(80),
             RunSettings(out_dir=Path(out), concurrency=4, progress=False, n_boot=50))
@@ -345,7 +345,7 @@ def test_lines_that_are_not_records_are_skipped_and_recomputed(tmp_path, caplog)
     keep = [ln for ln in lines if json.loads(ln)["query_id"] not in (2, 4)]
     pred.write_text("\n".join(["null", *keep, '{"status": "ok"}', '[1, 2]', '{"query_id": 4, "status": 7}']) + "\n")
     r = TinyRetriever()
-    with caplog.at_level("WARNING", logger="ark.runner"):
+    with caplog.at_level("WARNING", logger="ark.eval.runner"):
         summary = run_queries(r, qs, s)
     assert sorted(r.calls) == [2, 4] and summary["complete"] and summary["n_ok"] == 6
     assert sum("is not a query record" in m for m in caplog.messages) >= 4
@@ -431,7 +431,7 @@ def test_a_directory_holds_one_identity_and_one_writer(tmp_path):
         run(_bm25_cfg(tmp_path, "seed=1"))
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
     # a second writer while the first holds the directory
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; from ark.runner import run_lock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from ark.eval.runner import run_lock\n"
                                f"with run_lock({str(out)!r}):\n print('held', flush=True); sys.stdin.read()"],
                               cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -445,7 +445,7 @@ def test_a_directory_holds_one_identity_and_one_writer(tmp_path):
 
 def test_hydra_multirun_with_submitit_local_gives_each_point_its_directory(tmp_path):
     """The real sweep: Hydra's multirun through hydra-submitit-launcher's local executor."""
-    from ark.sources import DemoSource
+    from ark.data.sources import DemoSource
 
     proc = _entry(["-m", "hydra/launcher=submitit_local", "graph=demo", "retriever=bm25", "split=test,val",
                    "limit=5", f"paths.data={DEMO_ROOT}", f"paths.runs={tmp_path / 'runs'}", "progress=false",
@@ -540,7 +540,7 @@ def test_a_deleted_trajectory_file_is_rebuilt_from_the_cache(tmp_path, caplog):
         path = out / victim["trajectory_file"]
         before = json.loads(path.read_text())
         path.unlink()
-        with caplog.at_level("WARNING", logger="ark.runner"):
+        with caplog.at_level("WARNING", logger="ark.eval.runner"):
             again = run(cfg)
         assert "1 finished queries lack their trajectory file" in " ".join(caplog.messages)
         assert again["this_run"]["computed"] == 1 and again["this_run"]["trajectories_rebuilt"] == 1

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from ark import stark
-from ark.sources import StarkSource
-from ark.graph import KnowledgeGraph
+from ark.data import stark
+from ark.data.sources import StarkSource
+from ark.data.graph import KnowledgeGraph
 from tests.data.stark_fixtures import build
 
 
@@ -71,7 +71,7 @@ def test_changed_raw_files_make_the_cache_stale(root, monkeypatch):
 
 
 def test_missing_raw_files_name_the_fetch_command(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"ark\.stark download prime"):
+    with pytest.raises(FileNotFoundError, match=r"ark\.data\.stark download prime"):
         StarkSource("prime", tmp_path).graph()
 
 

@@ -1,4 +1,4 @@
-"""ark.stark on small fixtures in the three STaRK processed layouts, offline.
+"""ark.data.stark on small fixtures in the three STaRK processed layouts, offline.
 
 Expected documents here are worked out by hand from stark-qa 1.1.0's get_doc_info rules; the
 comparison tier (tests/comparison/test_stark_graph.py) checks every node against stark-qa itself.
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ark import stark
+from ark.data import stark
 from tests.data import stark_fixtures as fx
 
 
@@ -215,7 +215,7 @@ def test_missing_file_names_file_and_fetch_command(root, tmp_path, name, file):
     (stark.graph_dir(name, r) / file).unlink()
     with pytest.raises(FileNotFoundError) as err:
         stark.read_graph(name, r)
-    assert file in str(err.value) and f"python -m ark.stark download {name} --root {r}" in str(err.value)
+    assert file in str(err.value) and f"python -m ark.data.stark download {name} --root {r}" in str(err.value)
     assert stark.missing_files(name, r) == [f"skb/{name}/processed.zip"]
 
 
@@ -226,7 +226,7 @@ def test_truncated_file_is_reported(root, tmp_path, file):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(stark.StarkFileError, match="truncated or corrupted") as err:
         stark.read_graph("prime", r)
-    assert str(path) in str(err.value) and "python -m ark.stark download prime" in str(err.value)
+    assert str(path) in str(err.value) and "python -m ark.data.stark download prime" in str(err.value)
 
 
 def test_inconsistent_files_are_reported(root, tmp_path):
@@ -268,7 +268,7 @@ def test_query_errors(root, tmp_path):
     r = _copy(root, tmp_path)
     files = stark.qa_files("mag", r)
     files["test-0.1"].unlink()
-    with pytest.raises(FileNotFoundError, match=r"test-0\.1\.index.*python -m ark\.stark download mag"):
+    with pytest.raises(FileNotFoundError, match=r"test-0\.1\.index.*python -m ark\.data\.stark download mag"):
         stark.read_queries("mag", r)
     files["test-0.1"].write_text("999\n")
     with pytest.raises(stark.StarkFileError, match=r"query ids not in stark_qa\.csv: \[999\]"):
@@ -354,7 +354,7 @@ def test_truncated_zip_is_reported_and_removed(tmp_path, monkeypatch):
         return str(dest)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", truncated)
-    with pytest.raises(stark.StarkFileError, match=r"processed\.zip is truncated or corrupted.*python -m ark\.stark download prime"):
+    with pytest.raises(stark.StarkFileError, match=r"processed\.zip is truncated or corrupted.*python -m ark\.data\.stark download prime"):
         stark.download("prime", tmp_path, progress=False)
     assert not (tmp_path / "skb" / "prime" / "processed.zip").exists()
 

@@ -1,4 +1,4 @@
-"""`python -m ark.stark download` for real: huggingface_hub talking HTTP to a local stand-in for the hub.
+"""`python -m ark.data.stark download` for real: huggingface_hub talking HTTP to a local stand-in for the hub.
 
 The stand-in (tests/hub_server.py) serves a small dataset repo in STaRK's hub layout
 (tests/data/stark_fixtures.build_hub_repo: zipped processed files, QA csv, split files); the command
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ark import stark
+from ark.data import stark
 from tests.data import stark_fixtures as fx
 from tests.hub_server import HubServer
 
@@ -40,7 +40,7 @@ def _cli(args: list[str], tmp_path: Path, endpoint: str, offline: str = "0") -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
     env.update(HF_ENDPOINT=endpoint, HF_HUB_OFFLINE=offline, HF_HOME=str(tmp_path / "hf-home"),
                HF_HUB_DISABLE_TELEMETRY="1", PYTHONPATH=str(REPO), NO_PROXY="127.0.0.1,localhost")
-    return subprocess.run([sys.executable, "-m", "ark.stark", *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, "-m", "ark.data.stark", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -104,7 +104,7 @@ def test_unreachable_hub_ends_in_one_line_with_the_missing_files_and_the_ways_ou
     assert line.startswith("error: cannot download STaRK prime: " + reason)
     for path in ("skb/prime/processed/node_info.pkl", "qa/prime/stark_qa/stark_qa.csv", "qa/prime/split/test.index"):
         assert path in line
-    assert "HF_ENDPOINT" in line and f"python -m ark.stark check prime --root {root}" in line
+    assert "HF_ENDPOINT" in line and f"python -m ark.data.stark check prime --root {root}" in line
     assert "unzip skb/prime/processed.zip into skb/prime/" in line
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ark.sources import DemoSource
-from ark.tables import TablesError, TablesSource, export
+from ark.data.sources import DemoSource
+from ark.data.tables import TablesError, TablesSource, export
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "tables_kg"
@@ -222,7 +222,7 @@ def test_bad_input_leaves_the_previous_cache_intact(kg, tmp_path):
     cache = tmp_path / "data" / "cache"
     name = source(kg, tmp_path).cache_dir.name
     assert sorted(p.name for p in cache.iterdir()) == [name]          # no half-written folder beside it
-    from ark.graph import KnowledgeGraph
+    from ark.data.graph import KnowledgeGraph
 
     assert KnowledgeGraph.load(cache / name).fingerprint == good.fingerprint
 

@@ -1,4 +1,4 @@
-"""Tests of ark.text_index: tokenizer, global search, subset scoring, persistence and cache reuse."""
+"""Tests of ark.search.bm25: tokenizer, global search, subset scoring, persistence and cache reuse."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import bm25s
 import numpy as np
 import pytest
 
-from ark.graph import KnowledgeGraph
-from ark.text_index import BM25Index, Tokenizer, load_index
+from ark.data.graph import KnowledgeGraph
+from ark.search.bm25 import BM25Index, Tokenizer, load_index
 from tests.toy_graph import toy_graph
 
 
@@ -133,7 +133,7 @@ def test_subset_scores_equal_full_scores(random_corpus, size):
 def test_subset_scan_and_gallop_paths_agree(random_corpus, size, monkeypatch):
     """Scanning posting lists (through the scratch positions) and galloping in them give the same float32
     scores, with sorted, unsorted and duplicated ids; the scratch is clean after every call."""
-    import ark.text_index as ti
+    import ark.search.bm25 as ti
 
     _, idx = random_corpus
     rng = np.random.default_rng(size + 1)
@@ -207,7 +207,7 @@ def test_load_index_reuses_then_rebuilds_on_change(tmp_path, monkeypatch):
 def test_saved_vocabulary_is_memory_mapped_and_looks_up_like_the_dict(random_corpus, tmp_path):
     """A loaded index reads its vocabulary from hash arrays, not bm25s' JSON: same ids for every
     token, misses for tokens outside it, same searches."""
-    from ark.text_index import HashedVocab
+    from ark.search.bm25 import HashedVocab
 
     texts = random_corpus if isinstance(random_corpus, list) else random_corpus[0]
     idx = BM25Index.build(texts)
@@ -236,7 +236,7 @@ def test_a_saved_index_searches_without_importing_bm25s(random_corpus, tmp_path)
     texts = random_corpus if isinstance(random_corpus, list) else random_corpus[0]
     idx = BM25Index.build(texts)
     idx.save(tmp_path / "ix")
-    code = ("import json, sys; from ark.text_index import BM25Index; ix = BM25Index.load(sys.argv[1]); "
+    code = ("import json, sys; from ark.search.bm25 import BM25Index; ix = BM25Index.load(sys.argv[1]); "
             "hits = [ix.search(q, 5)[0].tolist() for q in json.loads(sys.argv[2])]; "
             "print(json.dumps([hits, 'bm25s' in sys.modules, 'scipy.sparse' in sys.modules]))")
     queries = texts[:10]

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from ark import tool_registry
+from ark.tools import registry as tool_registry
 from ark.agent import ARKRetriever, AgentConfig
-from ark.llm import BackboneConfig, LLMClient
+from ark.llm.client import BackboneConfig, LLMClient
 from ark.prompts import system_prompt
-from ark.runner import RunSettings, run_queries
-from ark.tool_registry import Param, Tool
-from ark.tools import ToolConfig, ToolResult, ToolSet
+from ark.eval.runner import RunSettings, run_queries
+from ark.tools.registry import Param, Tool
+from ark.tools.toolset import ToolConfig, ToolResult, ToolSet
 from experiments import figures
 from tests.scripted_server import ScriptedServer, tool_reply
 from tests.toy_graph import graph, index  # graph, index: shared fixtures

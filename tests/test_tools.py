@@ -1,4 +1,4 @@
-"""Tests of ark.tools / ark.observation on the toy graph: rankings, filters, schemas, bad input, golden text.
+"""Tests of ark.tools.toolset / ark.observation on the toy graph: rankings, filters, schemas, bad input, golden text.
 
 Regenerate the golden observations with ``ARK_REGEN_GOLDEN=1 pytest tests/test_tools.py``.
 """
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ark.graph import KnowledgeGraph
+from ark.data.graph import KnowledgeGraph
 from ark.observation import approx_tokens
-from ark.text_index import BM25Index
-from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolResult, ToolSet
+from ark.search.bm25 import BM25Index
+from ark.tools.toolset import NEIGHBORS, SEARCH, ToolConfig, ToolResult, ToolSet
 from tests.toy_graph import NODE_TYPES, RELATIONS, graph, index  # graph, index: shared fixtures
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -360,7 +360,7 @@ def test_snippet_centres_on_matched_terms(index):
 @settings(max_examples=200, deadline=None)
 @given(scores=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 3.0]), max_size=40), k=st.integers(1, 45))
 def test_top_k_equals_stable_sort(scores, k):
-    from ark.tools import _top_k
+    from ark.tools.toolset import _top_k
 
     s = np.array(scores, dtype=np.float32)
     assert _top_k(s, k).tolist() == np.argsort(-s, kind="stable")[:k].tolist()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ark.llm import ChatResponse, ToolCall
+from ark.llm.client import ChatResponse, ToolCall
 from ark.trajectory import Step, Trajectory, tool_message
 
 

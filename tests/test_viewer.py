@@ -123,7 +123,7 @@ def test_viewer_in_headless_chromium(run, tmp_path):
 
 
 def test_viewer_reads_real_runner_output(tmp_path):
-    """Trajectories written by ark.runner from real ark.trajectory.Trajectory records."""
+    """Trajectories written by ark.eval.runner from real ark.trajectory.Trajectory records."""
     try:
         from tests.fixtures_runs import real_run
     except ImportError:

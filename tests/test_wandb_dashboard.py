@@ -1,5 +1,5 @@
 """scripts/wandb_dashboard.py: every panel plots a key that a real run logs, and the view selects runs the
-way the logger files them. The runs come from the real runner and ark.logger writing an offline W&B run
+way the logger files them. The runs come from the real runner and ark.eval.logger writing an offline W&B run
 (no network); only `Workspace.save`, the call to W&B's servers, is scripted here.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import wandb_workspaces.workspaces as ws
 from omegaconf import OmegaConf
 
-from ark import runner
-from ark.logger import WandbLogger, read_offline_run
+from ark.eval import runner
+from ark.eval.logger import WandbLogger, read_offline_run
 from experiments.run import compose, run_info
 from tests.fixtures_runs import QuerySpec, _run_stand_in
 
@@ -37,7 +37,7 @@ def _plotted(workspace) -> set[str]:
 
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory) -> dict:
-    """An offline W&B run written by the runner through ark.logger, as experiments/run.py starts it."""
+    """An offline W&B run written by the runner through ark.eval.logger, as experiments/run.py starts it."""
     tmp = tmp_path_factory.mktemp("wb")
     mp = pytest.MonkeyPatch()
     mp.delenv("WANDB_API_KEY", raising=False)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ark.graph import KnowledgeGraph
-from ark.text_index import BM25Index
+from ark.data.graph import KnowledgeGraph
+from ark.search.bm25 import BM25Index
 
 NODE_TYPES = ["disease", "gene/protein", "drug", "effect/phenotype"]
 RELATIONS = ["associated with", "indication", "phenotype present", "parent-child", "target"]
@@ -89,6 +89,6 @@ def index(graph):
 @pytest.fixture(scope="module")
 def toolset(graph, index):
     """The full toolset (paper defaults) over the toy graph."""
-    from ark.tools import ToolConfig, ToolSet
+    from ark.tools.toolset import ToolConfig, ToolSet
 
     return ToolSet(graph, index, ToolConfig())

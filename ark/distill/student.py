@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ark.local_server import DEFAULT_GGUF as SMOLLM2_GGUF
-from ark.local_server import default_gguf
+from ark.llm.local_server import DEFAULT_GGUF as SMOLLM2_GGUF
+from ark.llm.local_server import default_gguf
 
 
 # Choices for StudentConfig.chat_template; the error for a bad value is built from this tuple.

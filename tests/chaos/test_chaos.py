@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from ark import runner
+from ark.eval import runner
 from tests.scripted_server import FAULT_KINDS
 from tests.test_runner import DEMO_ROOT, REPO, search_select_finish
 
@@ -43,7 +43,7 @@ VOLATILE = {"latency_s", "llm_latency_s", "tool_latency_s", "overhead_s", "wall_
 
 
 def queries():
-    from ark.sources import DemoSource
+    from ark.data.sources import DemoSource
 
     qs = DemoSource(DEMO_ROOT).queries()
     return [q for s in ("train", "val", "test") for q in qs.split(s)][:N_QUERIES]
@@ -51,9 +51,9 @@ def queries():
 
 def make_retriever(base_url: str, cache: Path):
     from ark.agent import AgentConfig
-    from ark.llm import BackboneConfig
-    from ark.sources import DemoSource
-    from ark.tools import ToolConfig
+    from ark.llm.client import BackboneConfig
+    from ark.data.sources import DemoSource
+    from ark.tools.toolset import ToolConfig
     from experiments.run import build_ark
 
     graph = DemoSource(DEMO_ROOT).graph()

@@ -41,7 +41,7 @@ sys.modules.setdefault("tdc", types.ModuleType("tdc"))
 mod = types.ModuleType("tdc.resource"); mod.PrimeKG = object; sys.modules.setdefault("tdc.resource", mod)
 from stark_qa.skb import PrimeSKB, MagSKB, AmazonSKB  # noqa: F401
 import stark_qa.evaluator  # noqa: F401
-import ark.stark  # noqa: F401
+import ark.data.stark  # noqa: F401
 print("stark-qa", __import__("importlib.metadata").metadata.version("stark-qa"), "imports fine")
 EOF
 echo "$WANT" > "$STAMP"

@@ -5,8 +5,8 @@ Run: bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison
 * Download: a local stand-in for the hub (tests/hub_server.py, reached through ``HF_ENDPOINT``) serves a
   small dataset repo in STaRK's layout. stark-qa's own loaders (``load_skb(..., download_processed=True)``
   and ``STaRKDataset``) run in a subprocess with ``huggingface_hub``'s download functions wrapped so
-  every file they ask for is recorded; ``python -m ark.stark download`` runs against the same server.
-  Both must ask for the same files (and ``ark.stark.hub_files`` must name them), and the processed
+  every file they ask for is recorded; ``python -m ark.data.stark download`` runs against the same server.
+  Both must ask for the same files (and ``ark.data.stark.hub_files`` must name them), and the processed
   files both end up with must be the same bytes.
 * BM25: ``stark_qa.models.BM25`` over stark-qa's SKB against ``ark.baselines.BM25Retriever`` over our
   graph, on every fixture graph: the same candidates with a positive score, the same scores. (stark-qa
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ark import stark
+from ark.data import stark
 from tests.data import stark_fixtures as fx
 from tests.hub_server import HubServer
 
@@ -78,7 +78,7 @@ def _env(home: Path, endpoint: str) -> dict:
 
 
 def _entries(files: list[str], name: str) -> list[str]:
-    """Files asked for, folded into `ark.stark.hub_files` entries (a folder stands for its files)."""
+    """Files asked for, folded into `ark.data.stark.hub_files` entries (a folder stands for its files)."""
     out: list[str] = []
     for f in files:
         entry = next((h for h in stark.hub_files(name) if h.endswith("/") and f.startswith(h)), f)
@@ -100,10 +100,10 @@ def test_ark_asks_the_hub_for_what_stark_qa_asks_for(hub, tmp_path, name):
     theirs_sent = hub.downloaded()
     assert sorted(theirs_sent) == sorted(set(theirs_files))       # the wrappers saw every file sent
 
-    # ark.stark, through huggingface_hub, against the same hub
+    # ark.data.stark, through huggingface_hub, against the same hub
     hub.requests.clear()
     ours_root = tmp_path / "ark"
-    r = subprocess.run([sys.executable, "-m", "ark.stark", "download", name, "--root", str(ours_root), "--no-progress"],
+    r = subprocess.run([sys.executable, "-m", "ark.data.stark", "download", name, "--root", str(ours_root), "--no-progress"],
                        cwd=tmp_path, env=_env(tmp_path / "hf-ark", hub.url), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     ours_sent = hub.downloaded()

@@ -1,4 +1,4 @@
-"""ark.metrics against stark_qa.evaluator.Evaluator (comparison tier; runs in .venv-compare).
+"""ark.eval.metrics against stark_qa.evaluator.Evaluator (comparison tier; runs in .venv-compare).
 
 Run: .venv-compare/bin/pytest -m comparison tests/comparison/test_metrics_vs_stark.py
 On rankings that score every candidate (no ties) our "paper" mode must equal stark-qa to 1e-9; on
@@ -32,7 +32,7 @@ def _load_stark_evaluator():
 
 stark_evaluator = _load_stark_evaluator()
 
-from ark.metrics import CandidateSet, evaluate, stark_scores  # noqa: E402
+from ark.eval.metrics import CandidateSet, evaluate, stark_scores  # noqa: E402
 
 pytestmark = pytest.mark.comparison
 
@@ -170,7 +170,7 @@ def test_short_lists_and_score_schemes_equal_stark_qa():
     Evaluator, with the torchmetrics behaviour of the torchmetrics installed here."""
     import torchmetrics
 
-    from ark.metrics import stark_evaluate, torchmetrics_semantics
+    from ark.eval.metrics import stark_evaluate, torchmetrics_semantics
 
     semantics = torchmetrics_semantics(torchmetrics.__version__)
     rng = np.random.default_rng(3)
@@ -197,7 +197,7 @@ def test_short_lists_and_score_schemes_equal_stark_qa():
 
 
 def test_ids_above_the_largest_candidate_raise_index_error_in_both():
-    from ark.metrics import stark_evaluate
+    from ark.eval.metrics import stark_evaluate
 
     cand = list(range(0, 40, 2))
     ev = stark_evaluator.Evaluator(cand)
@@ -212,7 +212,7 @@ def _other_torchmetrics() -> tuple[str, Path]:
     """The torchmetrics release of the other behaviour, installed by make_env.sh beside the venv."""
     import torchmetrics
 
-    from ark.metrics import torchmetrics_semantics
+    from ark.eval.metrics import torchmetrics_semantics
 
     want = "1.7.0" if torchmetrics_semantics(torchmetrics.__version__) == "1.9" else "1.9.0"
     target = Path(sys.prefix) / f"torchmetrics-{want}"
@@ -224,7 +224,7 @@ def _other_torchmetrics() -> tuple[str, Path]:
 def test_other_torchmetrics_behaviour_equals_that_release(tmp_path):
     """The behaviour the installed torchmetrics does not have, checked against that release itself:
     stark-qa's Evaluator runs in a subprocess that imports the other torchmetrics first."""
-    from ark.metrics import stark_evaluate, torchmetrics_semantics
+    from ark.eval.metrics import stark_evaluate, torchmetrics_semantics
 
     version, target = _other_torchmetrics()
     rng = np.random.default_rng(4)

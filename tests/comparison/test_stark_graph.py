@@ -1,9 +1,9 @@
-"""ark.stark against stark-qa 1.1.0 itself: node documents, neighbor sets, candidates (comparison tier).
+"""ark.data.stark against stark-qa 1.1.0 itself: node documents, neighbor sets, candidates (comparison tier).
 
 Run: bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison tests/comparison
 
 For every node of the fixture graphs in all three processed layouts (tests/data/stark_fixtures.py), and
-of the demo graph when ark.demo can build it: our ``node_text(i)`` must equal
+of the demo graph when ark.data.demo can build it: our ``node_text(i)`` must equal
 ``SKB.get_doc_info(i, add_rel=False, compact=False)`` and our neighbor set (both directions) must equal
 ``SKB.get_neighbor_nodes(i)`` (stark-qa makes the graph undirected). With ``edges="stark"`` the
 per-relation neighbor sets and the edge list itself must equal stark-qa's, AMAZON's merged pairs included.
@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from ark import stark
+from ark.data import stark
 
 pytestmark = pytest.mark.comparison
 
@@ -123,7 +123,7 @@ def test_query_splits_equal_stark_positions(fixture_root, monkeypatch):
 @pytest.fixture(scope="module")
 def demo_root(tmp_path_factory):
     """The demo graph built by the real builder; a builder that fails fails this tier."""
-    from ark import demo
+    from ark.data import demo
 
     root = tmp_path_factory.mktemp("demo") / "stark"
     demo.build_demo(root)

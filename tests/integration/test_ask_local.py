@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ark.cli import main
+from ark.cli.main import main
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_ark_ask_with_the_local_backbone(capsys, tmp_path, monkeypatch):
-    from ark.local_server import free_port
+    from ark.llm.local_server import free_port
 
     monkeypatch.setenv("ARK_LOCAL_URL", f"http://127.0.0.1:{free_port()}/v1")   # nothing answers there yet
     code = main(["ask", "Which SIGIR paper revisits BM25 sparse retrieval?", "--graph",

@@ -1,11 +1,11 @@
 """The prompt llama-cpp-python's chatml-function-calling handler renders, with and without
-ark.local_chat's wrapper (the installed library's own handler, no model needed)."""
+ark.llm.llama_server's wrapper (the installed library's own handler, no model needed)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ark.local_chat import faithful
+from ark.llm.llama_server import faithful
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def test_the_library_handler_drops_observations_and_escapes_quotes():
     from llama_cpp.llama_chat_format import get_chat_completion_handler
 
     seen = render(get_chat_completion_handler("chatml-function-calling"))
-    # the fault the wrapper exists for; if a new llama-cpp-python fixes it, revisit ark.local_chat
+    # the fault the wrapper exists for; if a new llama-cpp-python fixes it, revisit ark.llm.llama_server
     assert OBSERVATION not in seen.prompt and "endoglin" not in seen.prompt
     assert "&#34;search_graph&#34;" in seen.prompt
     assert seen.max_tokens is None

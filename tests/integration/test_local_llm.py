@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from ark.llm import ContextLengthError, LLMClient
-from ark.local_server import LocalServer, default_gguf
+from ark.llm.client import ContextLengthError, LLMClient
+from ark.llm.local_server import LocalServer, default_gguf
 
 pytestmark = pytest.mark.integration
 
@@ -113,7 +113,7 @@ def test_server_stops_when_the_process_that_started_it_is_killed(tmp_path):
     info = tmp_path / "server.json"
     starter = subprocess.Popen([sys.executable, "-c", (
         "import json, sys, time\n"
-        "from ark.local_server import LocalServer\n"
+        "from ark.llm.local_server import LocalServer\n"
         f"s = LocalServer(log_path={str(tmp_path / 's.log')!r}).start()\n"
         f"open({str(info)!r}, 'w').write(json.dumps({{'pid': s.process.pid, 'port': s.port}}))\n"
         "time.sleep(600)\n")])

