@@ -2,7 +2,7 @@
 
 Runs Q queries x n agents x S steps (default 200 x 3 x 5) at a global concurrency of C (default 64)
 through the real `ark.llm.client.LLMClient` and `ark.agent.ARKRetriever`, with the scripted OpenAI-compatible
-server (tests/scripted_server.py) in a separate process so its threads do not share our GIL.
+server (tests/helpers/scripted_server.py) in a separate process so its threads do not share our GIL.
 Each agent's script: search_graph -> explore_neighbors(top hit) -> search_graph -> select -> finish,
 so the tools do real work on the graph. Prints
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.scripted_server / tests.toy_graph
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.helpers.scripted_server / tests.helpers.toy_graph
 
 from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever  # noqa: E402
 from ark.llm.client import BackboneConfig, LLMClient  # noqa: E402
@@ -37,7 +37,7 @@ from ark.tools.toolset import ToolConfig, ToolSet  # noqa: E402
 def load(graph_name: str, root: str):
     """(graph, index, query texts) for the demo graph or the toy graph."""
     if graph_name == "toy":
-        from tests.toy_graph import toy_graph
+        from tests.helpers.toy_graph import toy_graph
         g = toy_graph()
         names = g.names()
         return g, BM25Index.build(list(g.texts())), [f"{n} related" for n in names]
@@ -52,7 +52,7 @@ def load(graph_name: str, root: str):
 
 def scripts_for(queries: list[str], toolset: ToolSet, steps: int) -> dict[str, list]:
     """One 5-step script per query (the same for its n agents), using real ids from the graph."""
-    from tests.scripted_server import tool_reply
+    from tests.helpers.scripted_server import tool_reply
 
     convo = {}
     for q in queries:
@@ -68,7 +68,7 @@ def scripts_for(queries: list[str], toolset: ToolSet, steps: int) -> dict[str, l
 
 
 def _serve(convo, latency_s, conn) -> None:
-    from tests.scripted_server import ScriptedServer
+    from tests.helpers.scripted_server import ScriptedServer
 
     server = ScriptedServer(conversations=convo, latency_s=latency_s).start()
     conn.send(server.base_url)

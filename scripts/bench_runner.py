@@ -9,7 +9,7 @@ once (ARK's agent limit is set to concurrency x agents, so at most that many LLM
 192 by default). Every agent makes 2 LLM calls (search the question, then select + finish), so a
 query takes at least 2 x latency and the concurrency bound on wall time is
 n_queries * 2 * latency / concurrency (6.25 s by default; 960 calls/s).
-The scripted server (tests/scripted_server.py) runs in its own process so that its threads do not
+The scripted server (tests/helpers/scripted_server.py) runs in its own process so that its threads do not
 compete with the runner for the GIL. Reported per run:
   - wall_s vs bound_s (target: ratio <= 1.2),
   - the runner's own bookkeeping per query (record, metrics, JSON + trajectory writes, progress;
@@ -39,8 +39,8 @@ sys.path.insert(0, str(REPO))
 
 
 def _serve(queue, latency_s: float) -> None:
-    from tests.scripted_server import ScriptedServer
-    from tests.test_runner import search_select_finish
+    from tests.helpers.scripted_server import ScriptedServer
+    from tests.helpers.policies import search_select_finish
 
     server = ScriptedServer(responder=search_select_finish, latency_s=latency_s).start()
     queue.put(server.base_url)

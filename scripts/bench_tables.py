@@ -15,7 +15,7 @@ a fresh Python process, which reports its own time and peak RSS:
 * cold start of one sweep job from those caches, three times: a fresh process runs
   ``experiments/run.py``'s ``@hydra.main`` with a job's command line (``graph=tables ...
   backbone=scripted budget=t5_n1 limit=1``) against the scripted OpenAI-compatible server
-  (`tests/scripted_server.py`), whose first reply is a ``search_graph`` call. The time counts from the
+  (`tests/helpers/scripted_server.py`), whose first reply is a ``search_graph`` call. The time counts from the
   process's first line until that call is answered (imports, Hydra's config, the checks, the graph,
   the BM25 index, the queries, the agent, the first LLM reply, the search); the library calls on the
   way are wrapped to stamp each step. Then one process running a sweep of three such jobs
@@ -346,7 +346,7 @@ def cold_starts(d: Path, n: int, latency_s: float = 1.0) -> dict:
     the scripted LLM server: its first reply to an agent is a ``search_graph`` call with the question,
     the second ``finish``. Then ``n`` jobs again with every reply ``latency_s`` late, as an API's are:
     how long after its first reply the job answers the search shows what the tools' warm-up hides."""
-    from tests.scripted_server import ScriptedServer, first_user_message, tool_reply
+    from tests.helpers.scripted_server import ScriptedServer, first_user_message, tool_reply
 
     def responder(request: dict):
         asked = any(m.get("role") == "assistant" for m in request.get("messages", []))

@@ -17,9 +17,9 @@ from ark.llm.client import BackboneConfig, LLMClient
 from ark.llm.cache import ResponseCache
 from ark.prompts import load_template, prompt_versions, system_prompt
 from ark.trajectory import Trajectory
-from tests.scripted_server import (ScriptedServer, context_length_error, rate_limited, server_error, slow,
+from tests.helpers.scripted_server import (ScriptedServer, context_length_error, rate_limited, server_error, slow,
                                    text_reply, tool_reply)
-from tests.toy_graph import graph, index, toolset  # shared fixtures
+from tests.helpers.toy_graph import graph, index, toolset  # shared fixtures
 
 Q = "Which gene is associated with Marfan syndrome?"
 SEARCH = ("search_graph", {"query": "Marfan syndrome"})

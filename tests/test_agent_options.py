@@ -13,8 +13,8 @@ from hydra.utils import instantiate
 
 from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever
 from ark.llm.client import BackboneConfig, LLMClient
-from tests.scripted_server import ScriptedServer, text_reply, tool_reply
-from tests.toy_graph import graph, index, toolset  # shared fixtures
+from tests.helpers.scripted_server import ScriptedServer, text_reply, tool_reply
+from tests.helpers.toy_graph import graph, index, toolset  # shared fixtures
 
 Q = "Which gene is associated with Marfan syndrome?"
 SEARCH = ("search_graph", {"query": "Marfan syndrome"})

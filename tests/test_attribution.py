@@ -161,8 +161,8 @@ def test_real_agent_on_the_toy_graph():
     from ark.llm.client import BackboneConfig, LLMClient
     from ark.search.bm25 import BM25Index
     from ark.tools.toolset import ToolConfig, ToolSet
-    from tests.scripted_server import ScriptedServer, tool_reply
-    from tests.toy_graph import toy_graph
+    from tests.helpers.scripted_server import ScriptedServer, tool_reply
+    from tests.helpers.toy_graph import toy_graph
 
     graph = toy_graph()
     tools = ToolSet(graph, BM25Index.build(list(graph.texts())), ToolConfig())

@@ -12,7 +12,7 @@ from ark.baselines import BM25Retriever
 from ark.data.graph import KnowledgeGraph
 from ark.retriever import Retrieval
 from ark.search.bm25 import BM25Index, Tokenizer
-from tests.toy_graph import toy_graph
+from tests.helpers.toy_graph import toy_graph
 
 
 def _with_candidates(ids):

@@ -112,8 +112,8 @@ def test_the_console_script_is_declared():
 
 # --- ark ask ----------------------------------------------------------------------------------------
 def test_ask_shows_tool_calls_observations_and_the_named_answer(capsys, root):
-    from tests.scripted_server import ScriptedServer
-    from tests.test_runner import search_select_finish
+    from tests.helpers.scripted_server import ScriptedServer
+    from tests.helpers.policies import search_select_finish
 
     with ScriptedServer(responder=search_select_finish) as server:
         code, out, _ = run_cli(capsys, "ask", "sparse retrieval BM25 question answering", "--graph", str(KG),

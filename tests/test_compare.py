@@ -8,7 +8,7 @@ from scipy import stats
 
 from ark.eval import compare as C
 from ark.eval.metrics import aggregate
-from tests.fixtures_runs import QuerySpec, make_config, write_run
+from tests.helpers.fixtures_runs import QuerySpec, make_config, write_run
 
 
 def scores(n_win: int, n_lose: int, n_tie_hit: int, n_tie_miss: int) -> tuple[list[float], list[float]]:
@@ -97,8 +97,9 @@ def test_a_run_with_compare_to_records_the_paired_differences(tmp_path):
     from pathlib import Path
 
     from experiments.run import compose, run
-    from tests.scripted_server import ScriptedServer
-    from tests.test_runner import DEMO_ROOT, search_select_finish
+    from tests.helpers.scripted_server import ScriptedServer
+    from tests.helpers.paths import DEMO_ROOT
+    from tests.helpers.policies import search_select_finish
 
     with ScriptedServer(responder=search_select_finish) as server:
         base = ["graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}", "limit=6",

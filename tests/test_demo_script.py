@@ -17,8 +17,8 @@ from ark.eval.reachability import query_reach
 from ark.data.stark import Query
 from ark.search.bm25 import BM25Index
 from ark.tools.toolset import ToolConfig, ToolSet
-from tests.scripted_server import ScriptedServer, tool_reply
-from tests.toy_graph import toy_graph
+from tests.helpers.scripted_server import ScriptedServer, tool_reply
+from tests.helpers.toy_graph import toy_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 

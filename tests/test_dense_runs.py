@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.scripted_server import ScriptedServer
-from tests.test_runner import search_select_finish
+from tests.helpers.scripted_server import ScriptedServer
+from tests.helpers.policies import search_select_finish
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "tables_kg"

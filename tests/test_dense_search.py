@@ -22,8 +22,8 @@ from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig, SearchSetu
 from ark.search.bm25 import BM25Index
 from ark.tools.toolset import NEIGHBORS, SEARCH, ToolConfig, ToolSet
 from ark.search.vectors import VectorIndex
-from tests.scripted_server import ScriptedServer, rate_limited, server_error
-from tests.toy_graph import toy_graph
+from tests.helpers.scripted_server import ScriptedServer, rate_limited, server_error
+from tests.helpers.toy_graph import toy_graph
 
 # word -> concept axis of the scripted embedder (8 axes)
 CONCEPTS = {"fainting": 0, "syncope": 0, "consciousness": 0, "passing": 0, "out": 0,

@@ -13,7 +13,7 @@ import pytest
 from experiments import figures as F
 
 try:
-    from tests.fixtures_runs import QuerySpec, budget_grid, make_config, write_run
+    from tests.helpers.fixtures_runs import QuerySpec, budget_grid, make_config, write_run
 except ImportError:  # tests/ on sys.path instead of the repo root
     from fixtures_runs import QuerySpec, budget_grid, make_config, write_run
 
@@ -277,7 +277,7 @@ def test_figures_on_real_runner_output(tmp_path):
     """Run dirs written by ark.eval.runner with configs composed from conf/: the figures read the same
     numbers the runner summarized (metrics, tool calls, neighbor-call histogram)."""
     try:
-        from tests.fixtures_runs import random_queries, real_run
+        from tests.helpers.fixtures_runs import random_queries, real_run
     except ImportError:
         from fixtures_runs import random_queries, real_run
     rng = np.random.default_rng(1)

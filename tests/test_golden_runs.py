@@ -1,4 +1,4 @@
-"""The golden runs (`tests/golden_runs.py`) made now equal the stored ones file for file, byte for byte
+"""The golden runs (`tests/helpers/golden_runs.py`) made now equal the stored ones file for file, byte for byte
 once measured times, temporary paths and class import paths are taken out: a refactoring that changes
 a prediction, a metric, a trajectory or a recorded setting fails here."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 
-from tests import golden_runs
+from tests.helpers import golden_runs
 
 
 def test_golden_runs_are_unchanged(tmp_path):
@@ -19,5 +19,5 @@ def test_golden_runs_are_unchanged(tmp_path):
             if got[name][rel] != text:
                 diff = "".join(difflib.unified_diff(text.splitlines(True), got[name][rel].splitlines(True),
                                                     f"golden/{name}/{rel}", f"now/{name}/{rel}", n=1))
-                raise AssertionError(f"{name}/{rel} changed (python -m tests.golden_runs --update rewrites "
+                raise AssertionError(f"{name}/{rel} changed (python -m tests.helpers.golden_runs --update rewrites "
                                      f"the golden files, only for an intended change):\n{diff[:4000]}")

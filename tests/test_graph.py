@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ark.data.graph import CacheError, KnowledgeGraph, group_neighbors
-from tests.toy_graph import toy_graph
+from tests.helpers.toy_graph import toy_graph
 
 # Hand-computed from tests/toy_graph.EDGES: node -> {neighbor: {(relation, outgoing)}}
 EXPECTED = {

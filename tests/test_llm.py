@@ -1,4 +1,4 @@
-"""Tests for ark.llm.client / ark.llm.cache / ark.llm.pricing: the real client against tests/scripted_server.py.
+"""Tests for ark.llm.client / ark.llm.cache / ark.llm.pricing: the real client against tests/helpers/scripted_server.py.
 
     .venv/bin/pytest tests/test_llm.py -q
 """
@@ -26,7 +26,7 @@ from ark.llm.client import (
 from ark.llm.cache import ResponseCache, cache_key
 from ark.llm.pricing import PRICES, estimate_cost, lookup_price, resolve_price
 from ark.llm.transport import TRANSPORTS, Route, env_proxy, make_transport
-from tests.scripted_server import (
+from tests.helpers.scripted_server import (
     MALFORMED,
     Reply,
     ScriptedServer,

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ark.tools.toolset import NEIGHBORS, ToolConfig, ToolSet
-from tests.toy_graph import graph, index  # graph, index: shared fixtures
+from tests.helpers.toy_graph import graph, index  # graph, index: shared fixtures
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 try:
-    from tests.fixtures_runs import budget_grid
+    from tests.helpers.fixtures_runs import budget_grid
 except ImportError:
     from fixtures_runs import budget_grid
 
@@ -42,7 +42,7 @@ def diagnose_root(tmp_path_factory) -> Path:
     from ark.data.stark import Query
     from ark.search.bm25 import BM25Index
     from ark.tools.toolset import ToolConfig, ToolSet
-    from tests.toy_graph import toy_graph
+    from tests.helpers.toy_graph import toy_graph
 
     root = tmp_path_factory.mktemp("diagnose")
     graph = toy_graph()

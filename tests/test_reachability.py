@@ -1,6 +1,6 @@
 """The reachability ceiling (`ark.eval.reachability`, `experiments/diagnose.py`) on the hand-written toy graph.
 
-Expected levels are worked out by hand from tests/toy_graph.py: "hERG" occurs only in KCNH2's text
+Expected levels are worked out by hand from tests/helpers/toy_graph.py: "hERG" occurs only in KCNH2's text
 (node 5), so search_graph("hERG", k=1) shows [5]; 5's neighbors are 2 (Long QT syndrome) and 7
 (Propranolol); 2's are 5, 7, 10 (Syncope); 7's are 0, 2, 5; 11's are 8 and 10; 9's are 0 and 1.
 """
@@ -15,7 +15,7 @@ from ark.eval import reachability as R
 from ark.data.sources import GraphSource
 from ark.data.stark import Query, QuerySet
 from ark.tools.toolset import ToolConfig, ToolSet
-from tests.toy_graph import toy_graph, graph, index  # graph, index: shared fixtures
+from tests.helpers.toy_graph import toy_graph, graph, index  # graph, index: shared fixtures
 
 
 @pytest.fixture(scope="module")

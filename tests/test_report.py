@@ -9,7 +9,7 @@ import pytest
 from ark.eval.table1 import build_table1, read_paper_table, write_table1
 from ark.eval.runner import RunSettings, run_queries
 from experiments import table1 as table1_cli
-from tests.test_runner import TinyRetriever, make_queries
+from tests.helpers.tiny_retriever import TinyRetriever, make_queries
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "results" / "paper" / "table1.csv"
@@ -98,8 +98,9 @@ def test_reproduce_stops_with_a_clear_message(tmp_path, monkeypatch, capsys):
 
 def test_shrunk_table1_on_demo_with_scripted_server(tmp_path, monkeypatch):
     """`reproduce` end to end: the table1 sweep (Hydra multirun) on the demo graph, then the tables."""
-    from tests.scripted_server import ScriptedServer
-    from tests.test_runner import DEMO_ROOT, search_select_finish
+    from tests.helpers.scripted_server import ScriptedServer
+    from tests.helpers.paths import DEMO_ROOT
+    from tests.helpers.policies import search_select_finish
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     runs, out = tmp_path / "runs", tmp_path / "results"

@@ -8,7 +8,7 @@ import pytest
 
 from ark.eval import runner
 from ark.eval.rundir import RunDir, find_run_dirs
-from tests.test_runner import TinyRetriever, make_queries
+from tests.helpers.tiny_retriever import TinyRetriever, make_queries
 
 
 def _run(out, queries, **kw):

@@ -9,7 +9,7 @@ import pytest
 from ark.data import stark
 from ark.data.sources import StarkSource
 from ark.data.graph import KnowledgeGraph
-from tests.data.stark_fixtures import build
+from tests.helpers.stark_fixtures import build
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ark.data import stark
-from tests.data import stark_fixtures as fx
+from tests.helpers import stark_fixtures as fx
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """`python -m ark.data.stark download` for real: huggingface_hub talking HTTP to a local stand-in for the hub.
 
-The stand-in (tests/hub_server.py) serves a small dataset repo in STaRK's hub layout
+The stand-in (tests/helpers/hub_server.py) serves a small dataset repo in STaRK's hub layout
 (tests/data/stark_fixtures.build_hub_repo: zipped processed files, QA csv, split files); the command
 runs in a subprocess with ``HF_ENDPOINT`` pointing at it, exactly as a user with a hub mirror would
 run it. Without a reachable hub the command must end in one line, not a traceback.
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from ark.data import stark
-from tests.data import stark_fixtures as fx
-from tests.hub_server import HubServer
+from tests.helpers import stark_fixtures as fx
+from tests.helpers.hub_server import HubServer
 
 REPO = Path(__file__).resolve().parents[1]
 

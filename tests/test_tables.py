@@ -18,7 +18,7 @@ from ark.data.tables import TablesError, TablesSource, export
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "tables_kg"
-DEMO_ROOT = Path(os.environ.get("ARK_TEST_DATA", REPO / "data"))
+from tests.helpers.paths import DEMO_ROOT  # noqa: E402
 
 
 @pytest.fixture()
@@ -321,8 +321,8 @@ def test_to_pyg_has_typed_node_and_edge_stores(kg, tmp_path):
 # --- a whole run on the tables graph -------------------------------------------------------------
 def test_run_on_the_tables_graph_end_to_end(tmp_path):
     from experiments.run import compose, run
-    from tests.scripted_server import ScriptedServer
-    from tests.test_runner import search_select_finish
+    from tests.helpers.scripted_server import ScriptedServer
+    from tests.helpers.policies import search_select_finish
 
     with ScriptedServer(responder=search_select_finish) as server:
         cfg = compose(["graph=tables", f"graph.path={KG}", "graph.name=tables_kg", "backbone=scripted",

@@ -8,7 +8,7 @@ import pytest
 
 from ark.data.graph import KnowledgeGraph
 from ark.search.bm25 import BM25Index, Tokenizer, load_index
-from tests.toy_graph import toy_graph
+from tests.helpers.toy_graph import toy_graph
 
 
 @pytest.fixture(scope="module")

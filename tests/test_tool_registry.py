@@ -19,8 +19,8 @@ from ark.eval.runner import RunSettings, run_queries
 from ark.tools.registry import Param, Tool
 from ark.tools.toolset import ToolConfig, ToolResult, ToolSet
 from experiments import figures
-from tests.scripted_server import ScriptedServer, tool_reply
-from tests.toy_graph import graph, index  # graph, index: shared fixtures
+from tests.helpers.scripted_server import ScriptedServer, tool_reply
+from tests.helpers.toy_graph import graph, index  # graph, index: shared fixtures
 
 
 def count_nodes(toolset: ToolSet, args: dict) -> ToolResult:

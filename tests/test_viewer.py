@@ -11,7 +11,7 @@ import pytest
 from experiments import viewer as V
 
 try:
-    from tests.fixtures_runs import QuerySpec, make_config, write_run
+    from tests.helpers.fixtures_runs import QuerySpec, make_config, write_run
 except ImportError:
     from fixtures_runs import QuerySpec, make_config, write_run
 
@@ -125,7 +125,7 @@ def test_viewer_in_headless_chromium(run, tmp_path):
 def test_viewer_reads_real_runner_output(tmp_path):
     """Trajectories written by ark.eval.runner from real ark.trajectory.Trajectory records."""
     try:
-        from tests.fixtures_runs import real_run
+        from tests.helpers.fixtures_runs import real_run
     except ImportError:
         from fixtures_runs import real_run
     qs = [QuerySpec(3, [7], [[7, 1], [2]], [{"search_graph": 1, "explore_neighbors": 2}, {"search_graph": 1}],

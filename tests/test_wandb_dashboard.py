@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from ark.eval import runner
 from ark.eval.logger import WandbLogger, read_offline_run
 from experiments.run import compose, run_info
-from tests.fixtures_runs import QuerySpec, _run_stand_in
+from tests.helpers.fixtures_runs import QuerySpec, _run_stand_in
 
 REPO = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("wandb_dashboard", REPO / "scripts" / "wandb_dashboard.py")

@@ -30,8 +30,9 @@ from pathlib import Path
 import pytest
 
 from ark.eval import runner
-from tests.scripted_server import FAULT_KINDS
-from tests.test_runner import DEMO_ROOT, REPO, search_select_finish
+from tests.helpers.scripted_server import FAULT_KINDS
+from tests.helpers.paths import DEMO_ROOT, REPO
+from tests.helpers.policies import search_select_finish
 
 pytestmark = pytest.mark.chaos
 
@@ -103,7 +104,7 @@ def snapshot(out: Path) -> dict:
 
 
 def _serve(queue, fault_seed: int | None, log_path: str) -> None:
-    from tests.scripted_server import FaultPlan, ScriptedServer
+    from tests.helpers.scripted_server import FaultPlan, ScriptedServer
 
     faults = None if fault_seed is None else FaultPlan(rate=0.1, seed=fault_seed, hang_s=HANG_S)
     server = ScriptedServer(responder=search_select_finish, faults=faults, log_path=log_path).start()

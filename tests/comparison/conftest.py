@@ -77,7 +77,7 @@ def _offline(monkeypatch):
 @pytest.fixture(scope="session")
 def fixture_root(tmp_path_factory) -> Path:
     """The three STaRK-layout fixture graphs of tests/data, written once per session."""
-    from tests.data.stark_fixtures import build
+    from tests.helpers.stark_fixtures import build
 
     return build(tmp_path_factory.mktemp("stark-fixtures"))
 

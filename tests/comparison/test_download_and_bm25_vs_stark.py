@@ -2,7 +2,7 @@
 
 Run: bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison tests/comparison
 
-* Download: a local stand-in for the hub (tests/hub_server.py, reached through ``HF_ENDPOINT``) serves a
+* Download: a local stand-in for the hub (tests/helpers/hub_server.py, reached through ``HF_ENDPOINT``) serves a
   small dataset repo in STaRK's layout. stark-qa's own loaders (``load_skb(..., download_processed=True)``
   and ``STaRKDataset``) run in a subprocess with ``huggingface_hub``'s download functions wrapped so
   every file they ask for is recorded; ``python -m ark.data.stark download`` runs against the same server.
@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 from ark.data import stark
-from tests.data import stark_fixtures as fx
-from tests.hub_server import HubServer
+from tests.helpers import stark_fixtures as fx
+from tests.helpers.hub_server import HubServer
 
 pytestmark = pytest.mark.comparison
 REPO = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 Run: bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison tests/comparison
 
-For every node of the fixture graphs in all three processed layouts (tests/data/stark_fixtures.py), and
+For every node of the fixture graphs in all three processed layouts (tests/helpers/stark_fixtures.py), and
 of the demo graph when ark.data.demo can build it: our ``node_text(i)`` must equal
 ``SKB.get_doc_info(i, add_rel=False, compact=False)`` and our neighbor set (both directions) must equal
 ``SKB.get_neighbor_nodes(i)`` (stark-qa makes the graph undirected). With ``edges="stark"`` the

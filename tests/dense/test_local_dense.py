@@ -19,7 +19,7 @@ from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig
 from ark.search.bm25 import BM25Index
 from ark.tools.toolset import SEARCH, ToolSet
 from ark.search.vectors import VectorIndex
-from tests.toy_graph import toy_graph
+from tests.helpers.toy_graph import toy_graph
 
 pytestmark = pytest.mark.dense
 MODELS = Path(os.environ.get("ARK_TEST_DATA", Path(__file__).resolve().parents[2] / "data")) / "cache" / "models"

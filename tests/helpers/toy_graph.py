@@ -1,7 +1,7 @@
 """A hand-written toy knowledge graph (12 nodes, 4 node types, 5 relations) for unit tests.
 
 Edges are listed below as stored (directed); `EXPECTED` in tests/test_graph.py is computed by hand from
-this listing. ``python -m tests.toy_graph`` prints it.
+this listing. ``python -m tests.helpers.toy_graph`` prints it.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ files whose content was sent (GET on ``resolve``). Anything else answers 404.
     with HubServer(folder, repo_id="snap-stanford/stark") as hub:
         env = {"HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0"}
 
-``python -m tests.hub_server <folder>`` serves a folder until interrupted.
+``python -m tests.helpers.hub_server <folder>`` serves a folder until interrupted.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ class HubServer:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        raise SystemExit("usage: python -m tests.hub_server <folder in the hub repo's layout>")
+        raise SystemExit("usage: python -m tests.helpers.hub_server <folder in the hub repo's layout>")
     with HubServer(args[0]) as hub:
         print(f"serving {args[0]} as {hub.repo_id} at {hub.url} (HF_ENDPOINT={hub.url}); Ctrl-C stops")
         threading.Event().wait()

@@ -7,7 +7,7 @@ HTTP/1.1 keep-alive, listen backlog 256), so 64+ concurrent clients are fine.
 
 Quick use::
 
-    from tests.scripted_server import ScriptedServer, tool_reply, text_reply, rate_limited
+    from tests.helpers.scripted_server import ScriptedServer, tool_reply, text_reply, rate_limited
 
     with ScriptedServer([
         tool_reply(("search_graph", {"query": "aspirin", "k": 5})),  # 1st request

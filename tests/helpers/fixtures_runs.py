@@ -7,11 +7,11 @@ per_query.csv) is written by ``ark.eval.runner.run_queries``, the fused ranking 
 metrics by ``ark.eval.metrics``, and config.yaml goes through ``ark.eval.logger.redact`` as ``experiments/run.py``
 writes it.
 
-    from tests.fixtures_runs import QuerySpec, write_run, budget_grid
+    from tests.helpers.fixtures_runs import QuerySpec, write_run, budget_grid
     run = write_run(tmp / "budget/demo/ark-gpt-4.1-t10n3-full", config, [QuerySpec(...), ...])
 
 Also runnable to make a demo results tree for the notebooks by hand:
-    python -m tests.fixtures_runs results/runs_synthetic
+    python -m tests.helpers.fixtures_runs results/runs_synthetic
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ executions taken out: wall-clock times and latencies, the temporary paths the ru
 and the import paths of configured classes (``_target_``), which say where a class lives, not how a
 run behaves. `tests/test_golden_runs.py` compares a fresh set against `tests/golden/runs/`.
 
-    python -m tests.golden_runs --update     # rewrite tests/golden/runs/ (only for an intended change)
+    python -m tests.helpers.golden_runs --update     # rewrite tests/golden/runs/ (only for an intended change)
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "runs"
 KG = REPO / "tests" / "data" / "tables_kg"
-DEMO_ROOT = Path(os.environ.get("ARK_TEST_DATA", REPO / "data"))
+from tests.helpers.paths import DEMO_ROOT  # noqa: E402
 DIM = 64  # the scripted server's hashed embeddings
 # keys and columns whose values are measured times, not results
 TIMED = re.compile(r"(^|_)(latency|wall|overhead|time|timestamp|started|finished|elapsed|duration)(_s|_ms)?$"
@@ -39,7 +39,7 @@ FILES = ("predictions.jsonl", "metrics.json", "per_query.csv", "trajectory_stats
 def policy(request: dict):
     """Search the question, explore the first hit's neighbors with the question's first word, select
     every id shown, finish."""
-    from tests.scripted_server import first_user_message, tool_reply
+    from tests.helpers.scripted_server import first_user_message, tool_reply
 
     msgs = request["messages"]
     step = sum(m["role"] == "assistant" for m in msgs)
@@ -150,7 +150,7 @@ def normalized(run_dir: Path, tmp: Path | str, base_url: str) -> dict[str, str]:
 
 def make(tmp: Path) -> dict[str, dict[str, str]]:
     """Every golden run made under ``tmp`` against a scripted server, normalized."""
-    from tests.scripted_server import ScriptedServer
+    from tests.helpers.scripted_server import ScriptedServer
 
     os.environ.setdefault("OPENAI_API_KEY", "sk-golden-runs-not-a-key")
     with ScriptedServer(responder=policy) as server:
@@ -178,7 +178,7 @@ if __name__ == "__main__":
     import tempfile
 
     if sys.argv[1:] != ["--update"]:
-        raise SystemExit("usage: python -m tests.golden_runs --update")
+        raise SystemExit("usage: python -m tests.helpers.golden_runs --update")
     with tempfile.TemporaryDirectory() as d:
         write(make(Path(d)))
     print(f"wrote {GOLDEN}")

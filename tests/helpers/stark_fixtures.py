@@ -13,7 +13,7 @@ Each graph has a few dozen nodes and the odd cases stark-qa's ``get_doc_info`` t
 documents are NOT written here: the comparison tier checks them against stark-qa itself, and
 tests/test_stark.py checks hand-picked ones.
 
-    python -m tests.data.stark_fixtures /tmp/stark-fixtures     # write them somewhere to look at
+    python -m tests.helpers.stark_fixtures /tmp/stark-fixtures     # write them somewhere to look at
 """
 
 from __future__ import annotations
@@ -323,7 +323,7 @@ def build(root: Path | str) -> Path:
 
 def build_hub_repo(repo: Path | str, processed: Path | str | None = None) -> Path:
     """The dataset repo ``snap-stanford/stark`` in the hub's own layout, for a local hub stand-in
-    (tests/hub_server.py): each graph's ``processed/`` folder zipped as ``skb/<name>/processed.zip``
+    (tests/helpers/hub_server.py): each graph's ``processed/`` folder zipped as ``skb/<name>/processed.zip``
     (entries under ``processed/``, as stark-qa extracts them into ``skb/<name>``), MAG's ``schema/``,
     AMAZON's ``category_list.json``, the QA csv files and split indices. Files of the real repo that
     neither stark-qa's processed path nor ark fetch (raw dumps) are there too, as small stand-ins.

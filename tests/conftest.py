@@ -1,0 +1,28 @@
+"""Fixtures every tier shares. The helpers behind them live in `tests/helpers/`: the toy graph, the
+scripted OpenAI-compatible server and its agent policies, the local Hugging Face hub stand-in,
+synthetic STaRK files, run-directory fixtures, the tiny retriever and the golden runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.paths import DEMO_ROOT
+
+
+@pytest.fixture(scope="session")
+def demo_root() -> Path:
+    """The data root of the demo graph (`ark.data.sources.DemoSource` builds it there on first use)."""
+    return DEMO_ROOT
+
+
+@pytest.fixture
+def scripted():
+    """The scripted server answering as an agent that searches the question, selects what it saw and
+    finishes (`tests.helpers.policies.search_select_finish`)."""
+    from tests.helpers.policies import search_select_finish
+    from tests.helpers.scripted_server import ScriptedServer
+
+    with ScriptedServer(responder=search_select_finish) as server:
+        yield server
