@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ark import atomic
 from ark.eval import runner
 from ark.eval.metrics import evaluate
 from ark.eval.runner import RunSettings, load_predictions, merge, parse_shard, run_queries, select_queries
@@ -494,7 +495,7 @@ def test_a_full_disk_stops_the_run_cleanly_and_a_rerun_completes_it(tmp_path, mo
     assert sum(e.startswith("cancelled") for e in events) >= 1
     text = (s.out_dir / "predictions.jsonl").read_text()
     assert text.endswith("\n") and len(text.splitlines()) == 7       # no partial record left behind
-    assert not list(s.out_dir.rglob("*.tmp"))
+    assert not [p for p in s.out_dir.rglob("*") if atomic.writer_pid(p) is not None]   # no temporary file left
     monkeypatch.setattr(runner, "_write", os.write)
     r = TinyRetriever()
     summary = run_queries(r, qs, s)

@@ -54,7 +54,6 @@ import csv
 import io
 import itertools
 import json
-import os
 import pickle
 import random
 import re
@@ -67,6 +66,7 @@ from pathlib import Path
 
 import torch
 
+from ark import atomic
 from ark.data import stark
 
 NAME = "demo"
@@ -742,12 +742,6 @@ def split_queries(per_template: dict[str, list[DemoQuery]], seed: int = SEED):
 
 # --------------------------------------------------------------------------- writing files
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _tensor_bytes(t: torch.Tensor) -> bytes:
     buf = io.BytesIO()
     torch.save(t, buf)
@@ -775,7 +769,7 @@ def write_skb(graph: DemoGraph, processed: Path) -> None:
         "node_type_dict.pkl": pickle.dumps(dict(enumerate(NODE_TYPES)), protocol=4),
     }
     for name, data in files.items():
-        _atomic_write(processed / name, data)
+        atomic.write_bytes(processed / name, data)
 
 
 def write_qa(queries: list[DemoQuery], splits: dict[str, list[int]], qa_dir: Path) -> None:
@@ -790,10 +784,10 @@ def write_qa(queries: list[DemoQuery], splits: dict[str, list[int]], qa_dir: Pat
     for i, q in enumerate(queries):
         w.writerow([i, q.text, str(list(q.answer_ids))])
         m.writerow([i, q.template, json.dumps(dict(q.params), sort_keys=True)])
-    _atomic_write(qa_dir / "stark_qa" / "stark_qa.csv", qa.getvalue().encode("utf-8"))
-    _atomic_write(qa_dir / "query_templates.csv", meta.getvalue().encode("utf-8"))
+    atomic.write_bytes(qa_dir / "stark_qa" / "stark_qa.csv", qa.getvalue().encode("utf-8"))
+    atomic.write_bytes(qa_dir / "query_templates.csv", meta.getvalue().encode("utf-8"))
     for name, ids in splits.items():
-        _atomic_write(qa_dir / "split" / f"{name}.index", ("\n".join(map(str, ids)) + "\n").encode())
+        atomic.write_bytes(qa_dir / "split" / f"{name}.index", ("\n".join(map(str, ids)) + "\n").encode())
 
 
 def build_info_path(root: Path) -> Path:
@@ -835,7 +829,7 @@ def build_demo(root: Path, data_dir: Path | None = None) -> Path:
     write_skb(graph, processed)
     write_qa(queries, splits, stark.qa_dir(NAME, root))
     stats = statistics(graph, queries, splits)
-    _atomic_write(build_info_path(root), json.dumps(
+    atomic.write_bytes(build_info_path(root), json.dumps(
         {"builder_version": BUILDER_VERSION, "seed": SEED, **stats}, indent=1).encode())
     return processed
 

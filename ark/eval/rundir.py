@@ -43,11 +43,12 @@ Records are read through tolerant accessors (`status`, `gold`, `ranking`, `agent
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from ark import atomic
 
 RUN_INFO = "run.json"
 CONFIG = "config.yaml"
@@ -116,19 +117,6 @@ def read_predictions(path: Path | str, on_skip=None) -> dict[str, dict]:
             elif on_skip is not None:
                 on_skip(path, n, line)
     return records
-
-
-def write_json_atomic(path: Path | str, obj: Any, indent: int | None = None) -> None:
-    """Write JSON through a temporary file and a rename, so readers never see half a file (and a
-    failed write, e.g. on a full disk, leaves no temporary file behind)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(obj, indent=indent), encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def is_run_dir(path: Path | str) -> bool:
@@ -299,6 +287,6 @@ class RunDir:
         """Merge ``fields`` into metrics.json (written atomically) and return the new summary."""
         m = dict(self.metrics)
         m.update(fields)
-        write_json_atomic(self.path / METRICS_FILE, m)
+        atomic.write_json(self.path / METRICS_FILE, m)
         self.__dict__["metrics"] = m
         return m

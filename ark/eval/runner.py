@@ -70,6 +70,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ark import atomic
 from ark.eval import attribution
 
 from ark.tools import registry as tool_registry
@@ -78,7 +79,7 @@ from ark.eval.metrics import (CUTS, DEFAULT_TORCHMETRICS, MODES, TORCHMETRICS, C
 # the run directory's files are named, documented and read in ark.eval.rundir
 from ark.eval.rundir import METRICS_FILE, PER_QUERY, PREDICTIONS, TRAJ_DIR, TRAJECTORY_STATS, read_predictions
 from ark.eval.rundir import key as _key
-from ark.eval.rundir import write_json_atomic
+from ark.atomic import write_json as write_json_atomic  # noqa: F401 (experiments/run.py writes run.json with it)
 
 log = logging.getLogger(__name__)
 
@@ -434,7 +435,7 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
             rec = _record(q, ranking, retrieval, t1 - t0, error, settings, cands)
             trajs = getattr(retrieval, "trajectories", None) if retrieval is not None else None
             if trajs:
-                write_json_atomic(out / TRAJ_DIR / f"{q.id}.json", [t.to_json() for t in trajs])
+                atomic.write_json(out / TRAJ_DIR / f"{q.id}.json", [t.to_json() for t in trajs])
             _append(fd, (json.dumps(rec) + "\n").encode("utf-8"))
             running.add(rec)
             bar.update(1)
@@ -472,7 +473,7 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
     summary["this_run"] = {"computed": len(todo), "skipped": len(queries) - len(todo), "wall_s": wall,
                            "bookkeeping_s_per_query": overhead[0] / len(todo) if todo else 0.0,
                            "trajectories_rebuilt": len(lost)}
-    write_json_atomic(out / METRICS_FILE, summary)
+    atomic.write_json(out / METRICS_FILE, summary)
     if logger is not None:
         logger.log_final(summary, per_query_rows(out, queries, settings), out)
     return summary
@@ -537,17 +538,11 @@ def per_query_rows(run_dir: Path | str, queries: Sequence, settings: RunSettings
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            if rows:
-                w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-                w.writeheader()
-                w.writerows(rows)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic.open_text(path, newline="") as f:
+        if rows:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
 
 
 def _stats(values: Sequence[float]) -> dict[str, float]:
@@ -643,7 +638,7 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
 def write_summary(run_dir: Path | str, queries: Sequence, settings: RunSettings, candidate_ids=None) -> dict:
     """`summarize` and write metrics.json (for merged or re-scored runs)."""
     summary = summarize(run_dir, queries, settings, candidate_ids)
-    write_json_atomic(Path(run_dir) / METRICS_FILE, summary)
+    atomic.write_json(Path(run_dir) / METRICS_FILE, summary)
     return summary
 
 
@@ -679,11 +674,9 @@ def merge_predictions(shard_dirs: Iterable[Path | str], out_dir: Path | str) -> 
                     os.link(src, dst)
                 except OSError:
                     dst.write_bytes(src.read_bytes())
-    tmp = out_dir / (PREDICTIONS + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic.open_text(out_dir / PREDICTIONS) as f:
         for rec in merged.values():
             f.write(json.dumps(rec) + "\n")
-    os.replace(tmp, out_dir / PREDICTIONS)
     return len(merged)
 
 
