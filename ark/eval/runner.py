@@ -294,3 +294,9 @@ def run_queries(retriever: Retriever, queries: Sequence, settings: RunSettings, 
                 await aclose()
 
     return asyncio.run(once())
+
+
+if __name__ == "__main__":   # python -m ark.eval.runner merge ...: the merge CLI lives in ark.eval.shards
+    from ark.eval.shards import main
+
+    main()
