@@ -26,7 +26,7 @@ Who handles what:
 - transport failures and malformed replies (an HTTP 200 that is not a chat completion) are retried
   inside `ark.llm.client.LLMClient`; the `LLMTransportError` (or `MalformedReplyError`) it raises after its
   retries ends that trajectory with stop_reason "error" and its error, R so far kept; the other agents
-  go on, and `ark.eval.runner` records that agent as failed and the query as "degraded" (retried next run);
+  go on, and `ark.eval.records` records that agent as failed and the query as "degraded" (retried next run);
 - `ContextLengthError`: the oldest observations are shortened and the call is retried once;
 - anything else is our bug and raises.
 

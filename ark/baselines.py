@@ -100,7 +100,7 @@ class DenseRetriever:
 
 
 class HybridRetriever:
-    """Reciprocal-rank fusion (`ark.search.modes.rrf`, constant ``rrf_k``) of the BM25 baseline's and the dense
+    """Reciprocal-rank fusion (`ark.search.rank_fusion.rrf`, constant ``rrf_k``) of the BM25 baseline's and the dense
     baseline's top ``depth`` candidates; top ``top``."""
 
     def __init__(self, bm25: BM25Retriever, dense: DenseRetriever, top: int = 100, rrf_k: float = 60.0,
@@ -112,7 +112,7 @@ class HybridRetriever:
         bm25.top = dense.top = self.depth
 
     def retrieve(self, query: str) -> list[int]:
-        from ark.search.modes import rrf
+        from ark.search.rank_fusion import rrf
 
         ids, _ = rrf([np.asarray(self.bm25.retrieve(query)), np.asarray(self.dense.retrieve(query))],
                      self.top, self.rrf_k)

@@ -1,12 +1,15 @@
-"""`Retrieval`: what any retriever (ARK agent, BM25 baseline) returns for one query.
+"""What every retriever is and returns: the `Retriever` protocol and its result, `Retrieval`.
 
-Defined on its own so that `ark.agent` and `ark.baselines` share it without importing each other.
+A retriever (ARK's `ark.agent.ARKRetriever`, the baselines of `ark.baselines`, a test's stand-in) is
+anything with ``async aretrieve(query, query_id) -> Retrieval``; `ark.eval.runner` runs one over a
+query list. Defined on its own so that `ark.agent` and `ark.baselines` share it without importing
+each other.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ark.trajectory import Trajectory
@@ -24,3 +27,9 @@ class Retrieval:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     error: str | None = None  # set when the query failed
+
+
+class Retriever(Protocol):
+    """Anything the runner can run: one query's text (and id) in, its `Retrieval` out."""
+
+    async def aretrieve(self, query: str, query_id: Any = "") -> Any: ...

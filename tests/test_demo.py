@@ -19,6 +19,8 @@ import pytest
 import torch
 
 from ark.data import demo
+from ark.data.demo import graph as demo_graph
+from ark.data.demo import hpo, mismatch, queries, writer
 
 # PRIME's vocabularies as stark-qa 1.1.0 declares them (stark_qa/skb/prime.py): the reference schema.
 PRIME_NODE_TYPES = ['disease', 'gene/protein', 'molecular_function', 'drug', 'pathway', 'anatomy',
@@ -81,7 +83,7 @@ def graph(files) -> dict:
 
 
 def test_two_builds_are_byte_identical_and_cli_prints_statistics(root, tmp_path, capsys):
-    demo.main(["--root", str(tmp_path)])
+    writer.main(["--root", str(tmp_path)])
     printed = capsys.readouterr().out
     first = {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
     second = {p.relative_to(tmp_path): p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
@@ -96,7 +98,7 @@ def test_two_builds_are_byte_identical_and_cli_prints_statistics(root, tmp_path,
 
 def test_processed_folder_holds_exactly_the_prime_files(root):
     processed = root / "skb" / "demo" / "processed"
-    assert sorted(p.name for p in processed.iterdir()) == sorted(demo.PROCESSED_FILES)
+    assert sorted(p.name for p in processed.iterdir()) == sorted(writer.PROCESSED_FILES)
 
 
 def test_schema_uses_prime_vocabularies(files):
@@ -148,14 +150,14 @@ def test_every_edge_is_stored_in_both_directions_with_allowed_types(files):
 
 def test_splits_are_disjoint_and_sized(files):
     qa, splits, templates = files["qa"], files["splits"], files["templates"]
-    train, val, test, mismatch = (set(splits[s]) for s in ("train", "val", "test", demo.MISMATCH_SPLIT))
-    assert not (train & val or train & test or val & test or mismatch & (train | val | test))
-    assert train | val | test | mismatch == set(qa) == set(templates)
+    train, val, test, mismatched = (set(splits[s]) for s in ("train", "val", "test", demo.MISMATCH_SPLIT))
+    assert not (train & val or train & test or val & test or mismatched & (train | val | test))
+    assert train | val | test | mismatched == set(qa) == set(templates)
     assert len(test) == 480 and len(train) == 480 and len(val) == 240
     assert set(splits["test-0.1"]) <= test and len(splits["test-0.1"]) == len(test) // 10
     assert {templates[q][0] for q in test | train | val} == set(demo.TEMPLATES)
-    assert {templates[q][0] for q in mismatch} == set(demo.MISMATCH_TEMPLATES)
-    assert sorted(mismatch) == list(range(len(qa) - len(mismatch), len(qa)))    # ids after the others'
+    assert {templates[q][0] for q in mismatched} == set(demo.MISMATCH_TEMPLATES)
+    assert sorted(mismatched) == list(range(len(qa) - len(mismatched), len(qa)))    # ids after the others'
 
 
 # What builder version 2 wrote (before the mismatch split existed): README's demo numbers are measured
@@ -273,7 +275,7 @@ def test_is_built_and_ensure_demo_reuse(root, tmp_path):
 
 def test_missing_hpo_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="hp.obo"):
-        demo.build_graph(tmp_path)
+        demo_graph.build_graph(tmp_path)
 
 
 def test_parse_obo_reads_escaped_definitions_and_skips_obsolete_synonyms(tmp_path):
@@ -282,7 +284,7 @@ def test_parse_obo_reads_escaped_definitions_and_skips_obsolete_synonyms(tmp_pat
         'def: "A \\"quoted\\" thing." [PMID:1]\nsynonym: "Kid" EXACT layperson []\n'
         'synonym: "Old kid" RELATED obsolete_synonym []\nis_a: HP:1 ! Root\n\n'
         '[Term]\nid: HP:3\nname: obsolete Gone\nis_obsolete: true\n\n[Typedef]\nid: part_of\nname: part of\n')
-    terms = demo.parse_obo(tmp_path / "t.obo")
+    terms = hpo.parse_obo(tmp_path / "t.obo")
     assert sorted(terms) == ["HP:1", "HP:2", "HP:3"]
     assert terms["HP:2"].definition == 'A "quoted" thing.'
     assert terms["HP:2"].synonyms == ["Kid"] and terms["HP:2"].parents == ["HP:1"]
@@ -317,8 +319,8 @@ def _raw_rows(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def raw() -> dict:
-    data = demo.hpo_data_dir()
-    terms = demo.parse_obo(data / "hp.obo")
+    data = hpo.hpo_data_dir()
+    terms = hpo.parse_obo(data / "hp.obo")
     primary = {t: t for t, term in terms.items() if not term.obsolete}
     for t, term in terms.items():
         if not term.obsolete:
@@ -430,7 +432,7 @@ def test_genes_without_a_symbol_are_never_asked_about(raw, files):
 
 def test_query_subjects_are_phenotypic_abnormalities(files, graph):
     info = files["node_info"]
-    root = next(i for i, n in info.items() if n["id"] == demo.PHENOTYPIC_ABNORMALITY)
+    root = next(i for i, n in info.items() if n["id"] == queries.PHENOTYPIC_ABNORMALITY)
     below, stack = set(), [root]
     while stack:
         t = stack.pop()
@@ -443,7 +445,7 @@ def test_query_subjects_are_phenotypic_abnormalities(files, graph):
                 assert params[key] in below, (qid, info[params[key]]["name"])
 
 
-NOUN_PHRASE_SLOTS = [p.split("{ldesc}")[0] for ps in demo.PHRASES.values() for p in ps if "{ldesc}" in p]
+NOUN_PHRASE_SLOTS = [p.split("{ldesc}")[0] for ps in queries.PHRASES.values() for p in ps if "{ldesc}" in p]
 
 
 def test_definitions_that_are_sentences_only_follow_a_colon(files):
@@ -469,22 +471,22 @@ def test_definitions_that_are_sentences_only_follow_a_colon(files):
     ("Absence of the corpus callosum as a result of the failure of the corpus callosum to develop, which can be the result of a failure", True),
 ])
 def test_reads_as_noun_phrase(desc, ok):
-    assert demo.reads_as_noun_phrase(desc) is ok
+    assert queries.reads_as_noun_phrase(desc) is ok
 
 
 @pytest.mark.parametrize("frequency,none", [("0/7", True), ("0%", True), ("HP:0040285", True),
                                             ("1/7", False), ("10/10", False), ("50%", False),
                                             ("HP:0040283", False), ("", False)])
 def test_observed_in_none(frequency, none):
-    assert demo.observed_in_none(frequency) is none
+    assert hpo.observed_in_none(frequency) is none
 
 
 # ------------------------------------------------------------------ vocabulary-mismatch templates
 def test_held_out_synonym_queries_ask_by_an_hpo_alias_missing_from_the_document(files):
     info = files["node_info"]
-    terms = demo.parse_obo(demo.hpo_data_dir() / "hp.obo")
+    terms = hpo.parse_obo(hpo.hpo_data_dir() / "hp.obo")
     rows = _templates(files, "phenotype_by_held_out_synonym")
-    assert len(rows) == demo.QUERIES_PER_TEMPLATE
+    assert len(rows) == queries.QUERIES_PER_TEMPLATE
     written = defaultdict(set)  # name or synonym as written in the graph -> phenotypes
     for i, n in info.items():
         if n["type"] == "effect/phenotype":
@@ -503,12 +505,12 @@ def test_reworded_definition_queries_are_not_in_any_document(files, definitions)
     info = files["node_info"]
     docs = "\0".join(json.dumps(n).lower() for n in info.values())
     rows = _templates(files, "phenotype_by_reworded_definition")
-    assert len(rows) == demo.QUERIES_PER_TEMPLATE
+    assert len(rows) == queries.QUERIES_PER_TEMPLATE
     for qid, params in rows:
         query, gold = files["qa"][qid]
         p, desc = params["phenotype"], params["description"]
         assert gold == [p] and desc[1:] in query and params["replaced"] >= 2
         assert desc.lower() not in docs
-        original = demo._description(info[p])
-        assert demo.reword(original) == (desc, params["replaced"])
+        original = queries._description(info[p])
+        assert mismatch.reword(original) == (desc, params["replaced"])
         assert [i for i, text in definitions if original in text] == [p]

@@ -18,7 +18,8 @@ import pytest
 from ark.baselines import BM25Retriever, DenseRetriever, HybridRetriever
 from ark.search.embeddings import EmbeddingCacheError, OpenAIEncoder, node_embeddings
 from ark.llm.client import BackboneConfig, EmbeddingClient, LLMTransportError, MissingCredentialsError
-from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig, SearchSetup, rrf, weighted
+from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig, SearchSetup
+from ark.search.rank_fusion import rrf, rrf_scores, weighted
 from ark.search.bm25 import BM25Index
 from ark.tools.toolset import NEIGHBORS, SEARCH, ToolConfig, ToolSet
 from ark.search.vectors import VectorIndex
@@ -187,6 +188,14 @@ def test_rrf_and_weighted_fusion():
     ids, scores = weighted((np.array([1, 2]), np.array([4.0, 2.0])), (np.array([2, 3]), np.array([0.9, 0.5])), 3, 0.6)
     # min-max per list: lexical 1 -> 1, 2 -> 0; dense 2 -> 1, 3 -> 0
     assert ids.tolist() == [2, 1, 3] and scores.tolist() == pytest.approx([0.6, 0.4, 0.0])
+
+
+def test_rrf_scores_of_a_neighbor_set():
+    # lexical ranks: node 1 first, node 2 second, node 0 (BM25 score 0) nowhere; dense ranks: 0, 1, 2
+    scores = rrf_scores(np.array([0.0, 2.0, 1.0]), np.array([0.9, 0.5, 0.1]), c=60)
+    assert scores.tolist() == pytest.approx([1 / 61, 1 / 61 + 1 / 62, 1 / 62 + 1 / 63])
+    tied = rrf_scores(np.array([1.0, 1.0]), np.array([0.3, 0.3]), c=60)   # ties rank by position
+    assert tied.tolist() == pytest.approx([2 / 61, 2 / 62])
 
 
 # ---------------------------------------------------------------------------------- search_graph

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ark.eval import runner
+from ark.eval import runner, shards
 from ark.eval.rundir import RunDir, find_run_dirs
 from tests.helpers.tiny_retriever import TinyRetriever, make_queries
 
@@ -45,9 +45,9 @@ def test_shards_are_left_out_once_merged(tmp_path):
     out = tmp_path / "exp" / "demo" / "run"
     qs = make_queries(6)
     for i in range(2):
-        _run(runner.shard_dir(out, (i, 2)), runner.select_queries(qs, shard=(i, 2)))
+        _run(shards.shard_dir(out, (i, 2)), shards.select_queries(qs, shard=(i, 2)))
     assert len(find_run_dirs([tmp_path])) == 2                 # shards only: each is a run
-    runner.merge(sorted((out / "shards").iterdir()), out)
+    shards.merge(sorted((out / "shards").iterdir()), out)
     assert find_run_dirs([tmp_path]) == [out]
     assert len(RunDir(out).records()) == 6
 

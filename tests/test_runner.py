@@ -12,9 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from ark import atomic
 from ark.eval import runner
 from ark.eval.metrics import evaluate
-from ark.eval.runner import RunSettings, load_predictions, merge, parse_shard, run_queries, select_queries
+from ark.eval import shards
+from ark.eval.records import load_predictions
+from ark.eval.runner import RunSettings, run_queries
+from ark.eval.shards import merge, parse_shard, select_queries
+from ark.eval.summary import summarize
 from tests.helpers.paths import DEMO_ROOT, REPO
 from tests.helpers.policies import search_select_finish
 from tests.helpers.tiny_retriever import Q, Result, TinyRetriever, expected_ranking, make_queries
@@ -69,7 +74,7 @@ def test_failures_are_recorded_then_retried(tmp_path):
     assert summary["metrics"]["hit@1"]["n"] == 10
     assert load_predictions(s.out_dir)["5"]["error"] == "RuntimeError: boom 5"
     # counted as misses: complete, and the two failures average in as zeros
-    miss = runner.summarize(s.out_dir, qs, settings(tmp_path, count_failed_as_miss=True))
+    miss = summarize(s.out_dir, qs, settings(tmp_path, count_failed_as_miss=True))
     assert miss["complete"] and miss["metrics"]["mrr"]["n"] == 12
     assert miss["metrics"]["mrr"]["mean"] == pytest.approx(summary["metrics"]["mrr"]["mean"] * 10 / 12)
     # resume: only the failed ones run again
@@ -129,7 +134,7 @@ def test_shard_merge_equals_single_run(tmp_path):
     single = run_queries(TinyRetriever(fail_ids={4}), qs, settings(tmp_path, out_dir=tmp_path / "single"))
     shard_dirs = []
     for i in range(3):
-        d = runner.shard_dir(tmp_path / "merged", f"{i}/3")
+        d = shards.shard_dir(tmp_path / "merged", f"{i}/3")
         run_queries(TinyRetriever(fail_ids={4}), select_queries(qs, shard=(i, 3)), settings(tmp_path, out_dir=d))
         shard_dirs.append(d)
     merged = merge(shard_dirs, tmp_path / "merged")      # queries and settings from the shards
@@ -142,7 +147,7 @@ def test_shard_merge_equals_single_run(tmp_path):
     assert a.keys() == b.keys() and all(a[k]["ranking"] == b[k]["ranking"] for k in a)
     assert (tmp_path / "merged" / "trajectories" / "7.json").exists()
     # CLI
-    out = subprocess.run([sys.executable, "-m", "ark.eval.runner", "merge", str(tmp_path / "merged")],
+    out = subprocess.run([sys.executable, "-m", "ark.eval.shards", "merge", str(tmp_path / "merged")],
                          capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert '"n": 23' in out and "mrr" in out
 
@@ -250,7 +255,7 @@ def test_lines_that_are_not_records_are_skipped_and_recomputed(tmp_path, caplog)
     keep = [ln for ln in lines if json.loads(ln)["query_id"] not in (2, 4)]
     pred.write_text("\n".join(["null", *keep, '{"status": "ok"}', '[1, 2]', '{"query_id": 4, "status": 7}']) + "\n")
     r = TinyRetriever()
-    with caplog.at_level("WARNING", logger="ark.eval.runner"):
+    with caplog.at_level("WARNING", logger="ark.eval.records"):
         summary = run_queries(r, qs, s)
     assert sorted(r.calls) == [2, 4] and summary["complete"] and summary["n_ok"] == 6
     assert sum("is not a query record" in m for m in caplog.messages) >= 4
@@ -494,7 +499,7 @@ def test_a_full_disk_stops_the_run_cleanly_and_a_rerun_completes_it(tmp_path, mo
     assert sum(e.startswith("cancelled") for e in events) >= 1
     text = (s.out_dir / "predictions.jsonl").read_text()
     assert text.endswith("\n") and len(text.splitlines()) == 7       # no partial record left behind
-    assert not list(s.out_dir.rglob("*.tmp"))
+    assert not [p for p in s.out_dir.rglob("*") if atomic.writer_pid(p) is not None]   # no temporary file left
     monkeypatch.setattr(runner, "_write", os.write)
     r = TinyRetriever()
     summary = run_queries(r, qs, s)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 from numba import njit
+
+from ark import atomic
 
 CACHE_VERSION = 2
 _ARRAYS = ("indptr", "nbr", "rel", "out", "nbr_type", "node_types", "candidate_ids")
@@ -401,9 +402,7 @@ class KnowledgeGraph:
             "both_ways_relations": self.both_ways_relations,
             "files": checks,
         }
-        tmp = d / "meta.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=1))
-        os.replace(tmp, meta_path)
+        atomic.write_json(meta_path, meta, indent=1)
 
     @classmethod
     def load(cls, directory: Path | str, mmap: bool = True) -> "KnowledgeGraph":
@@ -503,23 +502,6 @@ class KnowledgeGraph:
             "nodes_per_type": {t: int(c) for t, c in zip(self.node_type_names, types)},
             "edges_per_relation": {r: int(c) for r, c in zip(self.relation_names, rels)},
         }
-
-
-def replace_dir(tmp: Path, dest: Path) -> bool:
-    """Move the fully written folder ``tmp`` to ``dest``, replacing what is there, so that concurrent
-    builders never see each other's half-written files (memory maps of the old files stay valid).
-    Returns False, and removes ``tmp``, when a concurrent builder installed ``dest`` in between."""
-    old = dest.with_name(f"{dest.name}.old-{os.getpid()}")
-    try:
-        if dest.exists():
-            os.replace(dest, old)
-        os.replace(tmp, dest)
-        return True
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        return False
-    finally:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def neighbor_runs(nodes: np.ndarray, exclude: int | None = None) -> tuple[np.ndarray, np.ndarray]:

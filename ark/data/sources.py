@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ark.data.graph import CacheError, KnowledgeGraph, replace_dir
+from ark import atomic
+from ark.data.graph import CacheError, KnowledgeGraph
 
 log = logging.getLogger(__name__)
 DEFAULT_ROOT = Path("data")
@@ -109,15 +109,8 @@ class GraphSource:
         graph.meta["source_fingerprint"] = fp
         graph.meta.pop("fingerprint", None)
         # build beside, then swap in: parallel sweep jobs never read each other's half-written cache
-        tmp = cdir.with_name(f"{cdir.name}.tmp-{os.getpid()}")
-        try:
+        with atomic.building_dir(cdir) as tmp:
             graph.save(tmp)
-        except BaseException:
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        replace_dir(tmp, cdir)
         return KnowledgeGraph.load(cdir)
 
     def describe(self) -> dict:

@@ -41,6 +41,7 @@ import argparse
 import ast
 import json
 import logging
+import os
 import pickle
 import shutil
 import sys
@@ -51,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ark import atomic
 from ark.data.graph import KnowledgeGraph
 
 REPO_ID = "snap-stanford/stark"
@@ -267,8 +269,9 @@ def _unreachable_message(name: str, root: Path, reason: str) -> str:
 
 
 def _unzip_processed(zip_path: Path, target: Path, name: str, root: Path) -> None:
-    """Unzip ``processed.zip`` so that its ``processed/`` folder lands at ``target/processed``."""
-    tmp = target / ".unzip-tmp"
+    """Unzip ``processed.zip`` so that its ``processed/`` folder lands at ``target/processed`` (each
+    extracted folder swapped in whole)."""
+    tmp = atomic.temp_path(target / ".unzip")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         with zipfile.ZipFile(zip_path) as zf:
@@ -286,11 +289,10 @@ def _unzip_processed(zip_path: Path, target: Path, name: str, root: Path) -> Non
         entries = [tmp / "processed"]
     for p in entries:
         dest = target / p.name
-        if dest.is_dir():
-            shutil.rmtree(dest)
-        elif dest.exists():
-            dest.unlink()
-        p.rename(dest)
+        if p.is_dir():
+            atomic.replace_dir(p, dest)   # a failed swap leaves files missing: checked after the download
+        else:
+            os.replace(p, dest)
     shutil.rmtree(tmp, ignore_errors=True)
     zip_path.unlink(missing_ok=True)
 

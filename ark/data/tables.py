@@ -34,14 +34,13 @@ text, mixed id types, unreadable files. `export` writes any graph (and its queri
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from ark import atomic
 from ark.data.graph import KnowledgeGraph
 from ark.data.sources import DEFAULT_ROOT, GraphSource, files_fingerprint
 
@@ -545,12 +544,10 @@ class TablesSource(GraphSource):
         data = {"version": QUERIES_CACHE_VERSION, "graph": graph.fingerprint,
                 "queries": [[q.id, q.text, list(q.answer_ids)] for q in queries.queries.values()],
                 "splits": queries.splits}
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        try:
-            tmp.write_text(json.dumps(data, ensure_ascii=False))
-            os.replace(tmp, path)   # a concurrent job reads the old file or the whole new one
+        try:   # a concurrent job reads the old file or the whole new one (in the locale's encoding, as read)
+            atomic.write_text(path, json.dumps(data, ensure_ascii=False), encoding=None)
         except OSError:
-            tmp.unlink(missing_ok=True)   # a read-only cache: resolved again next time
+            pass   # a read-only cache: resolved again next time
 
     def _resolve_queries(self, graph: KnowledgeGraph):
         from ark.data.stark import Query, QuerySet
@@ -685,21 +682,12 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, fmt: str = "par
             settings["candidate_types"] = [graph.node_type_names[t] for t in cand_types]
         else:
             settings["candidates"] = [_plain(x) for x in ext[cands]]
-    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with atomic.building_dir(out) as tmp:
         _write(nodes, tmp / f"nodes{fmts[fmt]}", fmt)
         _write(edges, tmp / f"edges{fmts[fmt]}", fmt)
         if queries is not None and len(queries):
             _write(_query_table(queries, ext, fmt), tmp / f"queries{fmts[fmt]}", fmt)
         (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1, ensure_ascii=False))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

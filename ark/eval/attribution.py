@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ark import atomic
 from ark.eval import rundir
 from ark.fusion import fuse
 
@@ -252,13 +252,10 @@ def summarize(attributions: Sequence[QueryAttribution], top: int = TOP) -> dict:
 
 
 def write_csv(path: Path | str, table: list[dict]) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
+    with atomic.open_text(path, newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROW_FIELDS))
         w.writeheader()
         w.writerows({k: ("" if r.get(k) is None else r.get(k)) for k in ROW_FIELDS} for r in table)
-    os.replace(tmp, path)
 
 
 def write(run: rundir.RunDir | Path | str, top: int = TOP, records: Iterable[dict] | None = None,

@@ -1,8 +1,8 @@
 """The run directory: the files one evaluation run writes, and `RunDir`, the one reader of them.
 
 Every reader of runs (``ark.eval.table1``, ``ark.eval.attribution``, ``ark.eval.compare``, ``ark.eval.logger``,
-``experiments/figures.py``, ``experiments/viewer.py``) goes through this module; ``ark.eval.runner`` and
-``experiments/run.py`` write the files named here. A run directory is
+``experiments/figures.py``, ``experiments/viewer.py``) goes through this module; ``ark.eval.runner`` (with
+``.records``, ``.summary``, ``.shards``) and ``experiments/run.py`` write the files named here. A run directory is
 
     results/runs/<experiment>/<graph>/<run_name>_<split>[_limit<n>]/    (run_name: ark-<backbone>-<budget>-<ablation> or bm25)
       run.json              the run's identity: experiment, graph, retriever, backbone, budget, ablation,
@@ -20,7 +20,7 @@ Every reader of runs (``ark.eval.table1``, ``ark.eval.attribution``, ``ark.eval.
                             selected, steps), metrics ({name: value}; ok only), partial_metrics
                             (degraded only), agent_metrics, latency_s, prompt_tokens, completion_tokens,
                             cost_usd, tool_counts (per agent {tool: calls}), trajectory_file
-                            (the runner's docstring, ark/eval/runner.py, details each key and the scoring policy)
+                            (ark/eval/records.py details each key and the scoring policy)
       trajectories/<qid>.json   the query's agents: a list of ``Trajectory.to_json()`` (ark/trajectory.py)
       metrics.json          the summary: n, n_ok, n_degraded, n_failed, n_missing, complete, status
                             ("complete" | "degraded" | "incomplete"), agents ({ok, failed}), metrics
@@ -29,7 +29,7 @@ Every reader of runs (``ark.eval.table1``, ``ark.eval.attribution``, ``ark.eval.
       per_query.csv         one row per selected query: status, metrics, tokens, tool calls
       trajectory_stats.csv  one row per (query, agent): tool calls, the agent's own hit@5 and recall@20
       attribution.csv       one row per (query, gold node): where it was found or lost (ark.eval.attribution)
-      shards/<i>-of-<n>/    shard runs, each a run directory itself (``python -m ark.eval.runner merge``)
+      shards/<i>-of-<n>/    shard runs, each a run directory itself (``python -m ark.eval.shards merge``)
 
 Records are read through tolerant accessors (`status`, `gold`, `ranking`, `agent_rankings`,
 `query_metrics`): keys added later are optional and missing ones fall back to what older runs wrote.
@@ -43,11 +43,12 @@ Records are read through tolerant accessors (`status`, `gold`, `ranking`, `agent
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from ark import atomic
 
 RUN_INFO = "run.json"
 CONFIG = "config.yaml"
@@ -116,19 +117,6 @@ def read_predictions(path: Path | str, on_skip=None) -> dict[str, dict]:
             elif on_skip is not None:
                 on_skip(path, n, line)
     return records
-
-
-def write_json_atomic(path: Path | str, obj: Any, indent: int | None = None) -> None:
-    """Write JSON through a temporary file and a rename, so readers never see half a file (and a
-    failed write, e.g. on a full disk, leaves no temporary file behind)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(obj, indent=indent), encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def is_run_dir(path: Path | str) -> bool:
@@ -299,6 +287,6 @@ class RunDir:
         """Merge ``fields`` into metrics.json (written atomically) and return the new summary."""
         m = dict(self.metrics)
         m.update(fields)
-        write_json_atomic(self.path / METRICS_FILE, m)
+        atomic.write_json(self.path / METRICS_FILE, m)
         self.__dict__["metrics"] = m
         return m

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -40,7 +38,7 @@ import numpy as np
 import Stemmer
 from numba import njit
 
-from ark.data.graph import replace_dir
+from ark import atomic
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 METHODS = ("lucene", "robertson", "atire")  # bm25s methods without a non-occurrence term
@@ -530,11 +528,10 @@ def load_index(graph, cache_dir: Path | str, k1: float = 1.5, b: float = 0.75, m
     texts = graph.texts() if doc_ids is None else (graph.node_text(int(i)) for i in doc_ids)
     index = BM25Index.build(texts, k1=k1, b=b, method=method, stem=stem, fingerprint=graph.fingerprint,
                             stopwords=stopwords)
-    # write beside, then swap in: a concurrent reader never sees a half-written index
-    tmp = d.with_name(f"{d.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    index.save(tmp, extra={"doc_ids": ids_digest})
-    replace_dir(tmp, d)  # if a concurrent builder won, its index is equal to this one
+    # write beside, then swap in: a concurrent reader never sees a half-written index (if a concurrent
+    # builder won, its index is equal to this one)
+    with atomic.building_dir(d) as tmp:
+        index.save(tmp, extra={"doc_ids": ids_digest})
     return index
 
 

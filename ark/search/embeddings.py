@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 import zipfile
 from collections.abc import Sequence
@@ -37,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ark import atomic
 
 TEXT_VERSION = "node_text-v1"  # which text of a node is encoded (KnowledgeGraph.node_text); bump on change
 INSTALL = "pip install -c <(echo torch==2.13.0) -r requirements-dense.txt"
@@ -82,14 +83,10 @@ def local_model_path(model: str, models_dir: Path | str | None = None) -> Path:
     want = f"{zip_path.stat().st_size}:{zip_path.stat().st_mtime_ns}"
     if stamp.is_file() and stamp.read_text() == want:
         return _model_root(out)
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    with zipfile.ZipFile(zip_path) as z:
-        z.extractall(tmp)
-    (tmp / ".extracted").write_text(want)
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    with atomic.building_dir(out) as tmp:
+        with zipfile.ZipFile(zip_path) as z:
+            z.extractall(tmp)
+        (tmp / ".extracted").write_text(want)
     return _model_root(out)
 
 
@@ -354,36 +351,26 @@ def node_embeddings(graph, encoder, cache_dir: Path | str | None, build: bool = 
 
 
 def _build(graph, encoder, d: Path, manifest: dict, batch: int, progress: bool) -> NodeEmbeddings:
-    tmp = d.with_name(d.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     n = graph.num_nodes
-    out = np.lib.format.open_memmap(tmp / "vectors.npy", mode="w+", dtype=np.float32, shape=(n, encoder.dim))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    with atomic.building_dir(d) as tmp:
+        out = np.lib.format.open_memmap(tmp / "vectors.npy", mode="w+", dtype=np.float32, shape=(n, encoder.dim))
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
 
-        bar = tqdm(total=n, desc=f"encoding {graph.name} with {encoder.name}", unit="node")
-    t0 = time.perf_counter()
-    for s in range(0, n, batch):
-        texts = [graph.node_text(i) for i in range(s, min(n, s + batch))]
-        out[s: s + len(texts)] = encoder.encode(texts)
+            bar = tqdm(total=n, desc=f"encoding {graph.name} with {encoder.name}", unit="node")
+        t0 = time.perf_counter()
+        for s in range(0, n, batch):
+            texts = [graph.node_text(i) for i in range(s, min(n, s + batch))]
+            out[s: s + len(texts)] = encoder.encode(texts)
+            if bar is not None:
+                bar.update(len(texts))
         if bar is not None:
-            bar.update(len(texts))
-    if bar is not None:
-        bar.close()
-    out.flush()
-    del out
-    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))  # compared on load: no timings
-    (tmp / "timing.json").write_text(json.dumps({"encode_s": round(time.perf_counter() - t0, 1), "nodes": n}))
-    if d.exists():
-        old = d.with_name(d.name + f".old{os.getpid()}")
-        os.replace(d, old)
-        os.replace(tmp, d)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        d.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, d)
+            bar.close()
+        out.flush()
+        del out
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))  # compared on load: no timings
+        (tmp / "timing.json").write_text(json.dumps({"encode_s": round(time.perf_counter() - t0, 1), "nodes": n}))
     return NodeEmbeddings(np.load(d / "vectors.npy", mmap_mode="r"), manifest, d)
 
 

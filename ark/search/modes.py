@@ -6,12 +6,9 @@
   before), ``dense`` (cosine of the query's and the nodes' embeddings, `ark.search.vectors`) or
   ``hybrid`` (both rankings fused);
 * ``neighbor_rank`` of ``explore_neighbors``' query ranking: ``bm25`` (default), ``dense``, ``hybrid``;
-* ``fusion`` for hybrid: ``rrf``, reciprocal-rank fusion, score(d) = sum over the two rankings of
-  1 / (rrf_k + rank(d)), rank from 1, with rrf_k = 60 as in Cormack, Clarke and Büttcher (SIGIR 2009);
-  each ranking contributes its top ``depth`` (default 100, at least k); a node BM25 does not match
-  (score 0) gets nothing from the lexical side. Or ``weighted``: each ranking's scores min-max
-  normalised over its top ``depth``, then ``weight`` x dense + (1 - weight) x lexical (0 when absent).
-  Ties go to the lower node id.
+* ``fusion`` for hybrid: ``rrf`` (reciprocal-rank fusion, rrf_k = 60) or ``weighted`` (min-max normalised
+  scores mixed by ``weight``), `ark.search.rank_fusion`; each ranking contributes its top ``depth``
+  (default 100, at least k); a node BM25 does not match (score 0) gets nothing from the lexical side.
 
 `GlobalSearch` holds the BM25 index and, for dense or hybrid, a `DenseSearch` (encoder + vector index
 over the cached node embeddings); asking for dense or hybrid without one is an error naming the fix.
@@ -25,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ark.search.rank_fusion import FUSIONS, RRF_K, rrf, rrf_scores, weighted
+
 MODES = ("lexical", "dense", "hybrid")
 NEIGHBOR_RANKS = ("bm25", "dense", "hybrid")
-FUSIONS = ("rrf", "weighted")
-RRF_K = 60.0  # Cormack, Clarke & Büttcher 2009, "Reciprocal rank fusion outperforms Condorcet ..."
 
 
 @dataclass
@@ -56,39 +53,6 @@ class SearchConfig:
     @property
     def needs_dense(self) -> bool:
         return self.mode != "lexical" or self.neighbor_rank != "bm25"
-
-
-def rrf(rankings: Sequence[np.ndarray], k: int, c: float = RRF_K) -> tuple[np.ndarray, np.ndarray]:
-    """Reciprocal-rank fusion of rankings (node ids, best first): top ``k`` (ids, fused scores)."""
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for r, i in enumerate(np.asarray(ranking).tolist(), start=1):
-            scores[i] = scores.get(i, 0.0) + 1.0 / (c + r)
-    return _top(scores, k)
-
-
-def weighted(lex: tuple[np.ndarray, np.ndarray], dense: tuple[np.ndarray, np.ndarray], k: int,
-             weight: float) -> tuple[np.ndarray, np.ndarray]:
-    """weight x minmax(dense) + (1 - weight) x minmax(lexical) over the union of the two lists."""
-    scores: dict[int, float] = {}
-    for (ids, s), w in ((lex, 1.0 - weight), (dense, weight)):
-        s = np.asarray(s, dtype=np.float64)
-        if len(s) == 0:
-            continue
-        lo, hi = float(s.min()), float(s.max())
-        norm = (s - lo) / (hi - lo) if hi > lo else np.ones_like(s)
-        for i, v in zip(np.asarray(ids).tolist(), norm.tolist()):
-            scores[i] = scores.get(i, 0.0) + w * v
-    return _top(scores, k)
-
-
-def _top(scores: dict[int, float], k: int) -> tuple[np.ndarray, np.ndarray]:
-    if not scores:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-    ids = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
-    vals = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
-    order = np.lexsort((ids, -vals))[:k]
-    return ids[order], vals[order].astype(np.float32)
 
 
 class DenseSearch:
@@ -166,15 +130,7 @@ class GlobalSearch:
         sims = self.dense.score(query, ids)
         if c.neighbor_rank == "dense":
             return sims, None
-        # hybrid: RRF of the two rankings of this neighbor set (zero BM25 scores rank nowhere)
-        n = len(ids)
-        out = np.zeros(n, dtype=np.float64)
-        lex_order = np.lexsort((np.arange(n), -lex))
-        lex_order = lex_order[lex[lex_order] > 0]
-        out[lex_order] += 1.0 / (c.rrf_k + np.arange(1, len(lex_order) + 1))
-        d_order = np.lexsort((np.arange(n), -sims))
-        out[d_order] += 1.0 / (c.rrf_k + np.arange(1, n + 1))
-        return out.astype(np.float32), None
+        return rrf_scores(lex, sims, c.rrf_k), None   # hybrid: RRF of the two rankings of this neighbor set
 
 
 @dataclass

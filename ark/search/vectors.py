@@ -20,11 +20,12 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from ark import atomic
 
 KINDS = ("flat", "hnsw", "ivf")
 INSTALL = "pip install -c <(echo torch==2.13.0) -r requirements-dense.txt"
@@ -110,9 +111,8 @@ class VectorIndex:
                     index.add(np.ascontiguousarray(self.vectors[ids[s: s + 65536]]))
                 if f is not None:
                     f.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = f.with_name(f.name + f".tmp{os.getpid()}")
-                    faiss.write_index(index, str(tmp))
-                    os.replace(tmp, f)
+                    with atomic.replacing(f) as tmp:
+                        faiss.write_index(index, str(tmp))
             self._parts.append((ids, index))
 
     def _build_hnsw(self, faiss, cache_dir, m: int, efc: int) -> None:
