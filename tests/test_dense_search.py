@@ -20,7 +20,7 @@ from ark.search.embeddings import EmbeddingCacheError, OpenAIEncoder, node_embed
 from ark.llm.client import BackboneConfig, EmbeddingClient, LLMTransportError, MissingCredentialsError
 from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig, SearchSetup, rrf, weighted
 from ark.search.bm25 import BM25Index
-from ark.tools.toolset import NEIGHBORS, SEARCH, ToolConfig, ToolSet
+from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
 from ark.search.vectors import VectorIndex
 from tests.helpers.scripted_server import ScriptedServer, rate_limited, server_error
 from tests.helpers.toy_graph import toy_graph
