@@ -2,18 +2,20 @@
 
 Paper §3: the agent holds an ordered answer list R; each step is one LLM call that must call tools
 (`tool_choice="required"`), every tool call of the step runs in order and its observation goes back as a
-tool message. Besides the graph tools (`search_graph`, `explore_neighbors` and any other registered in
-`ark.tools.registry`, run by `ark.tools.toolset.ToolSet`) the agent offers the registry's answer tools `select`
-(append seen node ids to R) and `finish`. The run ends at `finish` (after the
-rest of that step's calls) or after `t_max` steps.
+tool message. The agent offers the registry's tools (`ark.tools`): the graph tools (`search_graph`,
+`explore_neighbors` and any other registered), run on the `ark.tools.ToolSet`, and the answer tools
+`select` (append seen node ids to R) and `finish`, run on the trajectory's `ark.tools.AnswerState`; every
+call goes the same way (the tool's handler on its target). The run ends at `finish` (after the rest of
+that step's calls) or after `t_max` steps.
 
 Options for small models (`AgentConfig`, all off by default, so the paper's loop stays the default):
 - ``first_search``: the first step's request forces ``search_graph`` (``tool_choice`` naming that
   function); the model still writes the query and the arguments;
-- ``constrain_ids``: each request's schemas list the ids shown so far as the only values of
-  ``select``'s ``node_ids`` (at most 20 per call) and ``explore_neighbors``' ``node_id`` (an ``enum``), and leave those two tools
-  out until a graph tool has shown a node. A server that decodes under the schema (llama.cpp turns
-  it into a grammar; vLLM's guided decoding) then cannot emit an id the agent would reject;
+- ``constrain_ids``: each request's schemas list the ids shown so far as the only values of the
+  parameters that take shown ids (``Param.shown_ids``: ``select``'s ``node_ids``, at most 20 per call,
+  and ``explore_neighbors``' ``node_id``, an ``enum``), and leave those tools out until a graph tool has
+  shown a node. A server that decodes under the schema (llama.cpp turns it into a grammar; vLLM's guided
+  decoding) then cannot emit an id the agent would reject;
 - ``stop_on_repeat``: the trajectory ends (stop reason "repeat") after a step that repeats a tool call,
   same name and same arguments, that was already rejected with an error in this trajectory;
 - ``final_select``: the last step's request (step ``t_max``) forces ``select`` (``tool_choice`` naming
@@ -51,12 +53,11 @@ from ark.fusion import TIE_BREAKS, fuse
 from ark.llm.client import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
 from ark.prompts import system_prompt
 from ark.retriever import Retrieval
-from ark.tools import registry as tool_registry
-from ark.tools.toolset import FINISH, NEIGHBORS, SEARCH, SELECT, ToolInputError, _as_int
+from ark.tools import SEARCH, SELECT, AnswerState, ToolResult, all_tools
 from ark.trajectory import Step, Trajectory, tool_message
 
 OPTIONS = ("first_search", "constrain_ids", "stop_on_repeat", "final_select")  # the AgentConfig switches for small models
-MAX_SELECT = 20  # with constrain_ids: most ids one select call may name (the fused list is cut to 20)
+MAX_SELECT = 20  # with constrain_ids: most ids one id list (select's node_ids) may name (the fused list is cut to 20)
 
 NO_TOOL_CALL = "Error: your reply called no tool. Call one of these tools: {names}; call finish when your list is complete."
 JSON_TYPE = {"list": "an array", "str": "a string", "int": "a number", "float": "a number", "bool": "a boolean",
@@ -115,18 +116,6 @@ def _signature(tc: ToolCall) -> str:
     return f"{tc.name}:{body}"
 
 
-def _as_node_ids(value: object) -> tuple[list[int], list[object]]:
-    """Coerce the `node_ids` argument to ints; returns (ids, unparseable values)."""
-    items = value if isinstance(value, list) else [value]
-    ids, bad = [], []
-    for item in items:
-        try:
-            ids.append(_as_int("node_ids", item))
-        except ToolInputError:
-            bad.append(item)
-    return ids, bad
-
-
 def shorten_observations(messages: list[dict], max_chars: int) -> int:
     """Cut the oldest half of the over-long observation messages to `max_chars`; returns how many.
 
@@ -153,32 +142,38 @@ class Agent:
         self.system = system
         self.config = config or AgentConfig()
         self.graph_tool_names = list(toolset.tool_names)
-        self.tools = list(toolset.openai_tools()) + [t.openai(toolset) for t in tool_registry.all_tools("answer")]
+        answer_tools = all_tools("answer")
+        # name -> the offered Tool (graph tools reduced to the parameters the ToolConfig offers)
+        self.specs = {**toolset.specs, **{t.name: t for t in answer_tools}}
+        self.tools = list(toolset.openai_tools()) + [t.openai(toolset) for t in answer_tools]
         self.tool_names = [t["function"]["name"] for t in self.tools]
 
     async def _chat(self, messages: list[dict], agent_index: int, tools: list[dict], tool_choice) -> ChatResponse:
         return await self.llm.chat(messages, tools, agent_index=agent_index, tool_choice=tool_choice)
 
     def request_tools(self, seen: set[int]) -> list[dict]:
-        """The tools offered in one request: all of them, or with ``constrain_ids`` the id parameters
-        restricted to ``seen`` (select and explore_neighbors left out while nothing has been shown)."""
+        """The tools offered in one request: all of them, or with ``constrain_ids`` the parameters that
+        take shown ids (``Param.shown_ids``) restricted to ``seen`` (their tools, select and
+        explore_neighbors, left out while nothing has been shown)."""
         if not self.config.constrain_ids:
             return self.tools
         ids = sorted(seen)
         out = []
         for tool in self.tools:
-            name = tool["function"]["name"]
-            if name in (SELECT, NEIGHBORS):
+            props = tool["function"]["parameters"]["properties"]
+            id_params = [p.name for p in self.specs[tool["function"]["name"]].params if p.shown_ids and p.name in props]
+            if id_params:
                 if not ids:
                     continue
                 tool = copy.deepcopy(tool)
                 props = tool["function"]["parameters"]["properties"]
-                if name == SELECT:
-                    # bounded too: under a grammar a small model may otherwise repeat ids until the context ends
-                    props["node_ids"]["items"] = {"type": "integer", "enum": ids}
-                    props["node_ids"]["maxItems"] = min(len(ids), MAX_SELECT)
-                else:
-                    props["node_id"]["enum"] = ids
+                for name in id_params:
+                    if props[name].get("type") == "array":
+                        # bounded too: under a grammar a small model may otherwise repeat ids until the context ends
+                        props[name]["items"] = {"type": "integer", "enum": ids}
+                        props[name]["maxItems"] = min(len(ids), MAX_SELECT)
+                    else:
+                        props[name]["enum"] = ids
             out.append(tool)
         return out
 
@@ -197,16 +192,15 @@ class Agent:
         """Run one trajectory; never raises for the model's mistakes or transport failures."""
         t_start = time.perf_counter()
         messages: list[dict] = [{"role": "system", "content": self.system}, {"role": "user", "content": query}]
+        answer = AnswerState(shown_by=tuple(self.graph_tool_names))
         traj = Trajectory(query_id=query_id, agent_index=agent_index, messages=messages, steps=[],
-                          selected=[], stop_reason="max_steps", tools=self.tools, query=query,
+                          selected=answer.selected, stop_reason="max_steps", tools=self.tools, query=query,
                           prompt_version=self.config.prompt_version)
-        seen: set[int] = set()
-        chosen: set[int] = set()
         rejected: set[str] = set()  # signatures of tool calls answered with an error
         for t in range(self.config.t_max):
             step_start = time.perf_counter()
             shortened = 0
-            tools = self.request_tools(seen)
+            tools = self.request_tools(answer.seen)
             choice = self.request_tool_choice(t, tools)
             try:
                 try:
@@ -223,13 +217,13 @@ class Agent:
                 traj.stop_reason, traj.error = "error", f"{type(e).__name__}: {e}"
                 break
             llm_wall = time.perf_counter() - step_start
-            step, finished, repeated = self._act(t, response, messages, seen, chosen, traj.selected, rejected)
+            step, repeated = self._act(t, response, messages, answer, rejected)
             if shortened:
                 note = f"context too long: shortened {shortened} oldest observations and retried"
                 step.error = note if step.error is None else f"{note}; {step.error}"
             step.overhead_s = max(0.0, time.perf_counter() - step_start - llm_wall)
             traj.steps.append(step)
-            if finished:
+            if answer.finished:
                 traj.stop_reason = "finish"
                 break
             if repeated and self.config.stop_on_repeat:
@@ -238,15 +232,15 @@ class Agent:
         traj.wall_s = time.perf_counter() - t_start
         return traj
 
-    def _act(self, t: int, response: ChatResponse, messages: list[dict], seen: set[int], chosen: set[int],
-             selected: list[int], rejected: set[str]) -> tuple[Step, bool, bool]:
-        """Run all tool calls of one reply in order; append the messages; return (step, finished,
-        repeated): repeated when a call that failed repeats one that already failed (``rejected``)."""
+    def _act(self, t: int, response: ChatResponse, messages: list[dict], answer: AnswerState,
+             rejected: set[str]) -> tuple[Step, bool]:
+        """Run all tool calls of one reply in order; append the messages; return (step, repeated):
+        repeated when a call that failed repeats one that already failed (``rejected``)."""
         messages.append(response.to_message())
         observations: list[str] = []
         node_ids: list[list[int]] = []
         errors: list[str] = []
-        finished = repeated = False
+        repeated = False
         tool_time = 0.0
         if not response.tool_calls:
             obs = NO_TOOL_CALL.format(names=", ".join(self.tool_names))
@@ -255,9 +249,8 @@ class Agent:
             node_ids.append([])
             errors.append("no tool call")
         for tc in response.tool_calls:
-            obs, ids, err, is_finish, dt = self._call(tc, seen, chosen, selected)
+            obs, ids, err, dt = self._call(tc, answer)
             tool_time += dt
-            finished = finished or is_finish
             messages.append(tool_message(tc.id, obs))
             observations.append(obs)
             node_ids.append(ids)
@@ -270,61 +263,28 @@ class Agent:
                     llm_latency_s=response.latency_s, tool_latency_s=tool_time,
                     prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
                     error="; ".join(errors) or None, node_ids=node_ids)
-        return step, finished, repeated
+        return step, repeated
 
-    def _call(self, tc: ToolCall, seen: set[int], chosen: set[int], selected: list[int]
-              ) -> tuple[str, list[int], str | None, bool, float]:
-        """One tool call -> (observation, node ids shown, error, is_finish, tool seconds)."""
-        if tc.name not in self.tool_names:
+    def _call(self, tc: ToolCall, answer: AnswerState) -> tuple[str, list[int], str | None, float]:
+        """One tool call -> (observation, node ids shown, error, tool seconds): the tool's handler runs on
+        its target, the tool set (graph tools) or the answer state (answer tools)."""
+        spec = self.specs.get(tc.name)
+        if spec is None:
             err = f"unknown tool {tc.name!r}"
             return (f"Error: there is no tool named {tc.name!r}. Call one of: {', '.join(self.tool_names)}.",
-                    [], err, False, 0.0)
+                    [], err, 0.0)
         args, why = _parse_arguments(tc.arguments)
         if args is None:
             err = f"arguments are {why}"
             return (f"Error: the arguments of {tc.name} are {why}. Send one JSON object with the tool's "
-                    "parameters.", [], err, False, 0.0)
-        if tc.name == FINISH:
-            return f"Finished with {len(selected)} selected node(s).", [], None, True, 0.0
-        if tc.name == SELECT:
-            return self._select(args, seen, chosen, selected, self.graph_tool_names)
+                    "parameters.", [], err, 0.0)
+        target = {"graph": self.toolset, "answer": answer}[spec.role]
         t0 = time.perf_counter()
-        result = self.toolset.call(tc.name, args)
+        result: ToolResult = target.call(tc.name, args)
         dt = time.perf_counter() - t0
         ids = [int(i) for i in result.node_ids]
-        seen.update(ids)
-        return result.observation, ids, result.error, False, dt
-
-    @staticmethod
-    def _select(args: dict, seen: set[int], chosen: set[int], selected: list[int], graph_tools: list[str]
-                ) -> tuple[str, list[int], str | None, bool, float]:
-        """Append the seen, not yet chosen ids in order; report skipped and rejected ones.
-
-        Lenient on form (an `ids` key, a bare id, ids as digit strings), strict on content: an id must
-        have been shown by a graph tool in this trajectory.
-        """
-        if "node_ids" not in args and "ids" not in args:
-            err = f"select needs 'node_ids', a list of node ids; it got the keys {sorted(args)}"
-            return (f"Error: {err}. Call select with, for example, {{\"node_ids\": [12, 7]}}.",
-                    [], err, False, 0.0)
-        ids, bad = _as_node_ids(args.get("node_ids", args.get("ids")))
-        added = [i for i in dict.fromkeys(ids) if i in seen and i not in chosen]
-        dupes = [i for i in dict.fromkeys(ids) if i in chosen]
-        unseen = [i for i in dict.fromkeys(ids) if i not in seen]
-        selected.extend(added)
-        chosen.update(added)
-        parts = [f"Selected {len(added)} node(s): {added}." if added else "Selected no new node."]
-        if dupes:
-            parts.append(f"Already selected, skipped: {dupes}.")
-        errs = []
-        if unseen:
-            errs.append(f"ids {unseen} were not shown in any observation of this run")
-        if bad:
-            errs.append(f"{bad} are not node ids (node ids are integers)")
-        if errs:
-            parts.append("Error: " + "; ".join(errs) + f". Select only ids that {' or '.join(graph_tools)} returned.")
-        parts.append(f"Your list now has {len(selected)} node(s).")
-        return " ".join(parts), [], "; ".join(errs) or None, False, 0.0
+        answer.show(ids)
+        return result.observation, ids, result.error, dt
 
 
 class ARKRetriever:

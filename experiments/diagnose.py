@@ -32,7 +32,7 @@ def settings_from(cfg: DictConfig) -> R.ReachSettings:
 def build_toolset(graph, tools_cfg: DictConfig, settings: R.ReachSettings, index_cache: str | None):
     """The configured ToolSet over ``graph``, with ``search_k_max`` raised to cover every measured k."""
     from ark.search.bm25 import BM25Index, load_index
-    from ark.tools.toolset import ToolSet
+    from ark.tools import ToolSet
 
     tools = instantiate(tools_cfg)
     tools.search_k_max = max(tools.search_k_max, *settings.ks)

@@ -1,7 +1,7 @@
 """The paper's figures and tables, drawn from run directories alone (no LLM calls).
 
 Loaders turn run directories (read through `ark.eval.rundir.RunDir`, which documents their files) into
-plain DataFrames; ablation names and labels come from conf/ablation/*.yaml, tool names from ark.tools.toolset;
+plain DataFrames; ablation names and labels come from conf/ablation/*.yaml, tool names from ark.tools;
 one `*_data` function per figure/table turns those into the tidy numbers behind it, and one
 `plot_*` / `*_table` function turns the numbers into a matplotlib Figure or md/csv/tex text.
 `save_figure` writes <stem>.png, <stem>.pdf and <stem>.csv.
@@ -42,7 +42,7 @@ from ark.eval import compare
 
 from ark.eval import rundir
 
-from ark.tools import toolset as tools
+from ark.tools import NEIGHBORS, SEARCH  # noqa: F401  (figures.SEARCH, figures.NEIGHBORS: the paper's tools)
 
 PAPER_DIR = Path(__file__).resolve().parent.parent / "results" / "paper"
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -64,8 +64,7 @@ def ablation_labels(conf_dir: Path = CONF_DIR) -> dict[str, str]:
 
 
 ABLATIONS = ablation_labels()
-SEARCH, NEIGHBORS = tools.SEARCH, tools.NEIGHBORS  # the paper's tools (ark.tools.toolset)
-TEXT, RELATIONAL = "text", "relational"  # Figure 3's kinds of tool (ark.tools.registry.Tool.kind)
+TEXT, RELATIONAL = "text", "relational"  # Figure 3's kinds of tool (ark.tools.Tool.kind)
 
 
 # ----------------------------------------------------------------------------------------- loaders
@@ -127,15 +126,15 @@ def load_trajectories(run_dirs: Iterable[Path | str], runs: pd.DataFrame | None 
     """One row per (run, query, agent) of successful queries: graph, run_dir, query_id,
     agent_index, search_calls, neighbor_calls (calls of the "text" and "relational" tools), hit5
     (that agent's own ranking has gold in top 5), then one column of calls per graph tool
-    (`ark.eval.runner.tool_columns`: every graph tool of `ark.tools.registry`, and any other column a
+    (`ark.eval.runner.tool_columns`: every graph tool of `ark.tools`, and any other column a
     run's trajectory_stats.csv has)."""
-    from ark.tools import registry as tool_registry
     from ark.eval.runner import tool_columns
+    from ark.tools import kinds as tool_kinds
 
     run_dirs = [Path(d) for d in run_dirs]
     runs = load_runs(run_dirs) if runs is None else runs
     graph_of = dict(zip(runs["run_dir"], runs["graph"]))
-    kinds = tool_registry.kinds()
+    kinds = tool_kinds()
     rows = []
 
     def row(d: Path, query_id, a: int, counts: dict, hit: bool) -> dict:
@@ -249,12 +248,12 @@ def load_stark_shares(paper_dir: Path = PAPER_DIR) -> pd.DataFrame:
 
 def tool_share_data(traj: pd.DataFrame, stark: pd.DataFrame | None = None) -> pd.DataFrame:
     """Rows (graph, source, kind, share, calls): ARK's share of calls per tool kind pooled over all
-    trajectories (global search is 'text', neighborhood 'relational', as `ark.tools.registry` says;
+    trajectories (global search is 'text', neighborhood 'relational', as `ark.tools` says;
     a graph tool of another kind gets rows of its own kind), beside STaRK's query shares. Shares of
     each (graph, source) sum to one."""
-    from ark.tools import registry as tool_registry
+    from ark.tools import kinds as tool_kinds
 
-    kinds = tool_registry.kinds()
+    kinds = tool_kinds()
     tools = [c for c in traj.columns if c in kinds]
     rows = []
     for g, t in traj.groupby("graph"):

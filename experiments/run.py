@@ -61,7 +61,7 @@ def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index
     from ark.agent import ARKRetriever
     from ark.llm.client import LLMClient
     from ark.search.bm25 import load_index
-    from ark.tools.toolset import ToolSet
+    from ark.tools import ToolSet
 
     index_cache = index_cache or graph.directory
     index = load_index(graph, index_cache) if index_cache else None

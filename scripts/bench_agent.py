@@ -28,10 +28,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.helpers.scripted_server / tests.helpers.toy_graph
 
-from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever  # noqa: E402
+from ark.agent import AgentConfig, ARKRetriever  # noqa: E402
 from ark.llm.client import BackboneConfig, LLMClient  # noqa: E402
 from ark.search.bm25 import BM25Index, load_index  # noqa: E402
-from ark.tools.toolset import ToolConfig, ToolSet  # noqa: E402
+from ark.tools import FINISH, SELECT, ToolConfig, ToolSet  # noqa: E402
 
 
 def load(graph_name: str, root: str):

@@ -39,7 +39,7 @@ from ark.llm.client import ChatResponse, ToolCall  # noqa: E402
 from ark.observation import NodeLine, render  # noqa: E402
 from ark.retriever import Retrieval  # noqa: E402
 from ark.eval.rundir import RunDir  # noqa: E402
-from ark.tools.toolset import NEIGHBORS, SEARCH  # noqa: E402
+from ark.tools import NEIGHBORS, SEARCH  # noqa: E402
 from ark.trajectory import Step, Trajectory  # noqa: E402
 
 SYSTEM = "You explore a knowledge graph with tools. " * 40   # about the system prompt's length

@@ -67,7 +67,7 @@ def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: 
     from ark.data.sources import DemoSource
     from ark.llm.client import BackboneConfig
     from ark.eval.runner import RunSettings, run_queries
-    from ark.tools.toolset import ToolConfig
+    from ark.tools import ToolConfig
     from experiments.run import build_ark
 
     source = DemoSource(data_root)

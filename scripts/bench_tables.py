@@ -202,7 +202,7 @@ def phase_cold(d: Path, sweep: bool = False) -> dict:
         begin(_T0)
     import ark.data.sources
     import ark.search.bm25
-    import ark.tools.toolset
+    import ark.tools
 
     if not sweep:
         stamp("imports (ark's graph, index and tool modules)")
@@ -247,16 +247,16 @@ def phase_cold(d: Path, sweep: bool = False) -> dict:
 
     ark.llm.client.LLMClient.chat = chat
     answers: list[dict] = []
-    real_call = ark.tools.toolset.ToolSet.call
+    real_call = ark.tools.ToolSet.call
 
     def call(toolset, name, arguments):
         out = real_call(toolset, name, arguments)
-        if name == ark.tools.toolset.SEARCH and "first_search" not in jobs[-1]:
+        if name == ark.tools.SEARCH and "first_search" not in jobs[-1]:
             stamp("first_search")
             answers.append({"error": out.error, "hits": len(out.node_ids)})
         return out
 
-    ark.tools.toolset.ToolSet.call = call
+    ark.tools.ToolSet.call = call
     entry = ROOT / "experiments" / "run.py"
     run = f"cold-{os.getpid()}"
     names = ["-m", "experiment_name=" + ",".join(f"j{i}" for i in range(SWEEP_JOBS))] if sweep else []

@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/bench_graph.
 
 from ark.data.graph import CacheError, KnowledgeGraph  # noqa: E402
 from ark.search.bm25 import BM25Index, load_index  # noqa: E402
-from ark.tools.toolset import NEIGHBORS, ToolConfig, ToolSet, _top_k  # noqa: E402
+from ark.tools import NEIGHBORS, ToolConfig, ToolSet, rank_neighbors  # noqa: E402
+from ark.tools.toolset import _top_k  # noqa: E402
 
 MAG_SIZES = {"paper": 700_244, "author": 1_134_649, "institution": 8_740, "field_of_study": 59_965}
 RELATIONS = ["author___affiliated_with___institution", "paper___cites___paper",
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     }
 
     def core(v, q, types, rels, k=20):
-        return tools.rank_neighbors(v, q, types, rels, k).ids
+        return rank_neighbors(tools, v, q, types, rels, k).ids
 
     def tool(v, q, types, rels):
         return tools.call(NEIGHBORS, {"node_id": v, "query": q, "node_types": types, "relations": rels})

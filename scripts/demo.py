@@ -45,7 +45,7 @@ from ark.eval.reachability import GoldReach, ReachSettings, describe, query_reac
 from ark.retriever import Retrieval
 from ark.data.sources import DemoSource
 from ark.search.bm25 import load_index
-from ark.tools.toolset import ToolConfig, ToolSet
+from ark.tools import ToolConfig, ToolSet
 from ark.trajectory import STOP_REASONS
 
 METRICS = ("hit@1", "hit@5")

@@ -26,7 +26,7 @@ METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 
 def tool_share_metrics() -> list[str]:
     """The logged tool-share keys (ark.eval.logger: tool_share/<tool>), one per registered graph tool."""
-    from ark.tools.registry import graph_tool_names
+    from ark.tools import graph_tool_names
 
     return [f"tool_share/{name}" for name in graph_tool_names()]
 

@@ -11,11 +11,12 @@ import json
 
 import pytest
 
-from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever, shorten_observations
+from ark.agent import AgentConfig, ARKRetriever, shorten_observations
 from ark.fusion import fuse
 from ark.llm.client import BackboneConfig, LLMClient
 from ark.llm.cache import ResponseCache
 from ark.prompts import load_template, prompt_versions, system_prompt
+from ark.tools import FINISH, SELECT
 from ark.trajectory import Trajectory
 from tests.helpers.scripted_server import (ScriptedServer, context_length_error, rate_limited, server_error, slow,
                                    text_reply, tool_reply)
@@ -322,7 +323,7 @@ def test_bad_config_values_are_explained(graph, toolset):
 
 
 def test_select_ids_that_only_look_numeric_are_reported_not_raised():
-    from ark.agent import _as_node_ids
+    from ark.tools.select import _as_node_ids
 
     assert _as_node_ids(["--5", "\u00b2", " 7 ", "3.0", True, None, 4]) == ([7, 3, 4], ["--5", "\u00b2", True, None])
 

@@ -11,8 +11,9 @@ import json
 import pytest
 from hydra.utils import instantiate
 
-from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever
+from ark.agent import AgentConfig, ARKRetriever
 from ark.llm.client import BackboneConfig, LLMClient
+from ark.tools import FINISH, SELECT
 from tests.helpers.scripted_server import ScriptedServer, text_reply, tool_reply
 from tests.helpers.toy_graph import graph, index, toolset  # shared fixtures
 

@@ -160,7 +160,7 @@ def test_real_agent_on_the_toy_graph():
     from ark.agent import ARKRetriever, AgentConfig
     from ark.llm.client import BackboneConfig, LLMClient
     from ark.search.bm25 import BM25Index
-    from ark.tools.toolset import ToolConfig, ToolSet
+    from ark.tools import ToolConfig, ToolSet
     from tests.helpers.scripted_server import ScriptedServer, tool_reply
     from tests.helpers.toy_graph import toy_graph
 

@@ -16,7 +16,7 @@ import pytest
 from ark.cli.main import main
 from ark.data.tables import TablesSource
 from ark.search.bm25 import load_index
-from ark.tools.toolset import NEIGHBORS, SEARCH, ToolConfig, ToolSet
+from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "tables_kg"

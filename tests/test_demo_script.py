@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from ark.agent import FINISH, SELECT, AgentConfig, ARKRetriever
+from ark.agent import AgentConfig, ARKRetriever
 from ark.eval.attribution import attribute
 from ark.llm.client import BackboneConfig, LLMClient
 from ark.eval.reachability import query_reach
 from ark.data.stark import Query
 from ark.search.bm25 import BM25Index
-from ark.tools.toolset import ToolConfig, ToolSet
+from ark.tools import FINISH, SELECT, ToolConfig, ToolSet
 from tests.helpers.scripted_server import ScriptedServer, tool_reply
 from tests.helpers.toy_graph import toy_graph
 

@@ -21,7 +21,7 @@ from ark.llm.client import BackboneConfig, EmbeddingClient, LLMTransportError, M
 from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig, SearchSetup
 from ark.search.rank_fusion import rrf, rrf_scores, weighted
 from ark.search.bm25 import BM25Index
-from ark.tools.toolset import NEIGHBORS, SEARCH, ToolConfig, ToolSet
+from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
 from ark.search.vectors import VectorIndex
 from tests.helpers.scripted_server import ScriptedServer, rate_limited, server_error
 from tests.helpers.toy_graph import toy_graph

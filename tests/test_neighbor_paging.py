@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ark.tools.toolset import NEIGHBORS, ToolConfig, ToolSet
+from ark.tools import NEIGHBORS, ToolConfig, ToolSet
 from tests.helpers.toy_graph import graph, index  # graph, index: shared fixtures
 
 

@@ -41,7 +41,7 @@ def diagnose_root(tmp_path_factory) -> Path:
     from ark.eval import reachability as R
     from ark.data.stark import Query
     from ark.search.bm25 import BM25Index
-    from ark.tools.toolset import ToolConfig, ToolSet
+    from ark.tools import ToolConfig, ToolSet
     from tests.helpers.toy_graph import toy_graph
 
     root = tmp_path_factory.mktemp("diagnose")

@@ -14,7 +14,7 @@ import pytest
 from ark.eval import reachability as R
 from ark.data.sources import GraphSource
 from ark.data.stark import Query, QuerySet
-from ark.tools.toolset import ToolConfig, ToolSet
+from ark.tools import ToolConfig, ToolSet
 from tests.helpers.toy_graph import toy_graph, graph, index  # graph, index: shared fixtures
 
 

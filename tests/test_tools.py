@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from ark.data.graph import KnowledgeGraph
 from ark.observation import approx_tokens
 from ark.search.bm25 import BM25Index
-from ark.tools.toolset import NEIGHBORS, SEARCH, ToolConfig, ToolResult, ToolSet
+from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolResult, ToolSet
 from tests.helpers.toy_graph import NODE_TYPES, RELATIONS, graph, index  # graph, index: shared fixtures
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -119,7 +119,7 @@ def cmd_export(args) -> int:
 def open_tools(args, config=None):
     """(source, graph, ToolSet) for a command: the graph, its cached BM25 index, the agent's tools."""
     from ark.search.bm25 import load_index
-    from ark.tools.toolset import ToolConfig, ToolSet
+    from ark.tools import ToolConfig, ToolSet
 
     source = load_source(args.graph, args.root, args.settings)
     problems = source.problems()
@@ -168,14 +168,14 @@ def _tool_args(**kw) -> dict:
 
 
 def cmd_search(args) -> int:
-    from ark.tools.toolset import SEARCH
+    from ark.tools import SEARCH
 
     _, graph, tools = open_tools(args)
     return _show(tools.call(SEARCH, _tool_args(query=args.query, k=args.k, node_types=args.type)), graph)
 
 
 def cmd_neighbors(args) -> int:
-    from ark.tools.toolset import NEIGHBORS
+    from ark.tools import NEIGHBORS
 
     _, graph, tools = open_tools(args)
     v = resolve_node(graph, args.node)

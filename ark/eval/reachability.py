@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ark.tools.toolset import NEIGHBORS, SEARCH, ToolSet
+from ark.tools import NEIGHBORS, SEARCH, ToolSet
 
 LEVELS = ("search", "neighbors", "hop1", "hop2")
 FILTERS = ("none", "neighbors", "all")  # where the gold node types go as node_types

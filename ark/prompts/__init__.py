@@ -1,7 +1,7 @@
 """Versioned agent prompts, shipped as package files: `system_<version>.md` (e.g. system_v1.md).
 
 A prompt is a `string.Template`: `$graph_name`, `$node_types`, `$relation_types` are filled from the graph,
-`$tool_section` from the tool registry (`ark.tools.registry`): one ``- `name` — guide`` entry per tool of
+`$tool_section` from the tool registry (`ark.tools`): one ``- `name` — guide`` entry per tool of
 the default toolset (the paper's four) plus any other tool offered in this run, graph tools first.
 Add a new version as a new file; never edit a version used in a published run.
 
@@ -33,13 +33,12 @@ def tool_section(tool_names: list[str] | None = None, toolset=None) -> str:
     """The prompt's tool list: each registered tool that the default `ToolConfig` offers, then the
     other offered ones (``tool_names``: the graph tools of this run; None: the default toolset).
     A default tool that an ablation removed stays listed; `system_prompt` adds a note naming it."""
-    from ark.tools import registry as tool_registry
-    from ark.tools.toolset import ToolConfig
+    from ark.tools import ToolConfig, all_tools
 
     default = ToolConfig()
     offered = set(tool_names or ())
-    shown = [t for t in tool_registry.all_tools("graph") if t.enabled(default) or t.name in offered]
-    shown += tool_registry.all_tools("answer")
+    shown = [t for t in all_tools("graph") if t.enabled(default) or t.name in offered]
+    shown += all_tools("answer")
     return "\n".join(f"- `{t.name}` — {t.guide_text(toolset)}" for t in shown)
 
 
@@ -57,17 +56,16 @@ def render(template: str, graph_name: str, node_types: list[str], relation_types
 def system_prompt(graph, version: str = "v1", tool_names: list[str] | None = None, toolset=None) -> str:
     """The system prompt for `graph` (a KnowledgeGraph) at prompt `version`.
 
-    `tool_names`: the graph tools actually offered; `toolset` (an `ark.tools.toolset.ToolSet`), when given,
+    `tool_names`: the graph tools actually offered; `toolset` (an `ark.tools.ToolSet`), when given,
     words the entries that depend on its settings (search_graph's search mode). When a tool ablation removes one of the default
     toolset (e.g. the "w/o Neighbors" setting), a closing note tells the model which tools this run has.
     """
-    from ark.tools import registry as tool_registry
-    from ark.tools.toolset import ToolConfig
+    from ark.tools import ToolConfig, all_tools
 
     text = render(load_template(version), graph.name, list(graph.node_type_names), list(graph.relation_names),
                   tool_section(tool_names, toolset))
     if tool_names is not None:
-        default = [t.name for t in tool_registry.all_tools("graph") if t.enabled(ToolConfig())]
+        default = [t.name for t in all_tools("graph") if t.enabled(ToolConfig())]
         missing = [t for t in default if t not in tool_names]
         if missing:
             text += (f"\nNote: in this run {', '.join(missing)} is not available; "

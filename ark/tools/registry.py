@@ -1,43 +1,38 @@
-"""The registry of agent tools: every tool the LLM can call is one `Tool` object registered here.
+"""The registry of agent tools: every tool the LLM can call is one `Tool` object, declared in a module of
+its own and found here.
 
-A `Tool` holds its name (the name the LLM sees), description, parameters (JSON schemas), handler and
-the ablation switches that remove it or its parameters. Everything else reads names from here: the
-OpenAI ``tools`` list (`ark.tools.toolset.ToolSet`, `ark.agent.Agent`), the prompt's tool section
-(`ark.prompts`), the agent's error messages, the runner's tool counts (``metrics.json``,
-``per_query.csv``, ``trajectory_stats.csv``), the figures' tool shares, the W&B dashboard.
+A `Tool` holds its name (the name the LLM sees), description, parameters (JSON schemas), handler, its
+place in every tool list and the ablation switches that remove it or its parameters. Everything else
+reads names from here: the OpenAI ``tools`` list (`ark.tools.toolset.ToolSet`, `ark.agent.Agent`), the
+prompt's tool section (`ark.prompts`), the agent's error messages, the runner's tool counts
+(``metrics.json``, ``per_query.csv``, ``trajectory_stats.csv``), the figures' tool shares, the W&B dashboard.
 
-Roles: a ``"graph"`` tool runs on the graph through its handler ``handler(toolset, args) ->
-ToolResult`` (``search_graph``, ``explore_neighbors``); an ``"answer"`` tool (``select``, ``finish``)
-changes the agent's answer list and is run by the agent itself (handler None).
+Roles say what a handler ``handler(target, args) -> ToolResult`` acts on: a ``"graph"`` tool runs on the
+graph, its target the `ark.tools.toolset.ToolSet` (``search_graph``, ``explore_neighbors``); an
+``"answer"`` tool acts on the agent's answer list, its target the trajectory's
+`ark.tools.answer.AnswerState` (``select``, ``finish``). The agent calls both kinds the same way.
 
-Switches: ``Tool.switch`` / ``Param.switch`` name a boolean of `ark.tools.toolset.ToolConfig` (a field such as
-``neighbors``, or a key of its ``switches`` dict for tools added later); False removes the tool or
-the parameter from the schema, and a call using it is then rejected like any unknown argument.
+Discovery: the first read of the registry imports every module of the `ark.tools` package and registers
+the `Tool` each one declares as ``TOOL``; `discover` does the same for another package. Tools are listed
+by ``Tool.order``, then in registration order. `register` adds a tool made anywhere else.
 
-A new tool is one object and one switch::
-
-    from ark.tools.registry import Param, Tool, register
-    register(Tool("count_nodes", "Count the nodes of one type.",
-                  (Param("node_type", {"type": "string"}, "A node type.", required=True),),
-                  handler=lambda ts, args: ..., switch="count_nodes", kind="text",
-                  guide="counts the nodes of one type."))
-
-and ``tools.switches.count_nodes=true`` (or ``switch=None``: always offered) makes the agent offer it.
-The paper's four tools are declared in `ark.tools.toolset` and registered when this registry is first read.
+Switches: ``Tool.switch`` / ``Param.switch`` name a boolean of `ark.tools.toolset.ToolConfig` (a field such
+as ``neighbors``, or a key of its ``switches`` dict for tools added later; a switch nobody set is on);
+False removes the tool or the parameter from the schema, and a call using it is then rejected like any
+unknown argument. The recipe for a new tool is in `ark.tools`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import pkgutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-ROLES = ("graph", "answer")
-# Figure 3 pools tool calls by kind: "text" (global search) and "relational" (neighborhood), the
-# two kinds of STaRK queries it sets them beside; any other kind is shown under its own name.
-_BUILTIN_MODULES = ("ark.tools.toolset",)
+ROLES = {"graph": "toolset", "answer": "answer"}  # role -> what its handler acts on (the target)
+PACKAGE = "ark.tools"  # the built-in tools: every module of this package that declares a TOOL
 
 
 @dataclass(frozen=True)
@@ -51,6 +46,7 @@ class Param:
     required: bool = False
     switch: str | None = None  # ToolConfig switch that removes this parameter when False
     clause: str = ""  # appended to the tool's description while this parameter is offered
+    shown_ids: bool = False  # its values are ids of nodes shown earlier (AgentConfig.constrain_ids lists them)
 
     def resolve(self, toolset) -> tuple[dict, str]:
         schema = self.schema(toolset) if callable(self.schema) else self.schema
@@ -66,19 +62,22 @@ class Tool:
     description: str | Callable[[Any], str]  # what the LLM reads (or a callable of the ToolSet);
     # `Param.clause`s and ``description_end`` are appended
     params: tuple[Param, ...] = ()
-    handler: Callable[[Any, dict], Any] | None = None  # (toolset, args) -> ToolResult; None: run by the agent
+    handler: Callable[[Any, dict], Any] | None = None  # (target, args) -> ToolResult; the target: see ROLES
     switch: str | None = None  # ToolConfig switch that removes the tool when False
-    role: str = "graph"  # "graph" (runs on the graph) or "answer" (select/finish, run by the agent)
-    kind: str = "other"  # Figure 3's pooling: "text", "relational", or shown under its own name
+    role: str = "graph"  # "graph" (runs on the ToolSet) or "answer" (acts on the agent's AnswerState)
+    # Figure 3 pools tool calls by kind: "text" (global search) and "relational" (neighborhood), the two
+    # kinds of STaRK queries it sets them beside; any other kind is shown under its own name
+    kind: str = "other"
     guide: str | Callable[[Any], str] = ""  # its prompt entry ("- `name` — guide"), or a callable of the ToolSet
     description_end: str = ""  # appended after the parameter clauses
     closed: bool = True  # the schema forbids unknown arguments (additionalProperties: false)
+    order: int = 100  # its place in every tool list (schema, prompt, statistics); ties: registration order
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"Tool {self.name!r}: role={self.role!r}; choose one of {list(ROLES)}")
-        if self.role == "graph" and self.handler is None:
-            raise ValueError(f"Tool {self.name!r}: a graph tool needs a handler(toolset, args)")
+        if self.handler is None:
+            raise ValueError(f"Tool {self.name!r}: a {self.role} tool needs a handler({ROLES[self.role]}, args)")
 
     def guide_text(self, toolset=None) -> str:
         return self.guide(toolset) if callable(self.guide) else self.guide
@@ -118,8 +117,22 @@ def _load_builtin() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        for m in _BUILTIN_MODULES:
-            importlib.import_module(m)
+        discover(PACKAGE)
+
+
+def discover(package: str = PACKAGE) -> list[Tool]:
+    """Import every module of ``package`` (a dotted name) and register the `Tool` each one declares as
+    ``TOOL``; returns the tools registered, in module-name order. Modules without ``TOOL`` (the registry,
+    the tool set) are imported and skipped. Run once for `ark.tools` on the first read of the registry."""
+    pkg = importlib.import_module(package)
+    found = []
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        tool = getattr(importlib.import_module(f"{package}.{info.name}"), "TOOL", None)
+        if isinstance(tool, Tool):
+            found.append(register(tool))
+    return found
 
 
 def register(tool: Tool, *, replace: bool = False) -> Tool:
@@ -149,11 +162,13 @@ def registered(tool: Tool) -> Iterator[Tool]:
 
 
 def all_tools(role: str | None = None) -> list[Tool]:
-    """Registered tools in registration order (graph tools first for the paper's), optionally one role."""
+    """Registered tools by ``order``, then registration order (the paper's: search_graph,
+    explore_neighbors, select, finish), optionally of one role."""
     _load_builtin()
     if role is not None and role not in ROLES:
         raise ValueError(f"role={role!r}; choose one of {list(ROLES)}")
-    return [t for t in _REGISTRY.values() if role is None or t.role == role]
+    ordered = sorted(_REGISTRY.values(), key=lambda t: t.order)  # stable: ties keep registration order
+    return [t for t in ordered if role is None or t.role == role]
 
 
 def get(name: str) -> Tool:

@@ -54,7 +54,7 @@ def make_retriever(base_url: str, cache: Path):
     from ark.agent import AgentConfig
     from ark.llm.client import BackboneConfig
     from ark.data.sources import DemoSource
-    from ark.tools.toolset import ToolConfig
+    from ark.tools import ToolConfig
     from experiments.run import build_ark
 
     graph = DemoSource(DEMO_ROOT).graph()

@@ -17,7 +17,7 @@ from ark.baselines import DenseRetriever
 from ark.search.embeddings import LocalEncoder, local_model_path, node_embeddings
 from ark.search.modes import DenseSearch, GlobalSearch, SearchConfig
 from ark.search.bm25 import BM25Index
-from ark.tools.toolset import SEARCH, ToolSet
+from ark.tools import SEARCH, ToolSet
 from ark.search.vectors import VectorIndex
 from tests.helpers.toy_graph import toy_graph
 

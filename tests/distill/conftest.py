@@ -52,7 +52,7 @@ def collected(demo, tmp_path_factory) -> Collected:
     from ark.agent import AgentConfig, ARKRetriever
     from ark.llm.client import LLMClient
     from ark.llm.local_server import LocalServer
-    from ark.tools.toolset import ToolConfig, ToolSet
+    from ark.tools import ToolConfig, ToolSet
     from experiments.collect import CollectConfig, acollect, teacher_settings
 
     graph, index, queries = demo

@@ -89,6 +89,6 @@ def index(graph):
 @pytest.fixture(scope="module")
 def toolset(graph, index):
     """The full toolset (paper defaults) over the toy graph."""
-    from ark.tools.toolset import ToolConfig, ToolSet
+    from ark.tools import ToolConfig, ToolSet
 
     return ToolSet(graph, index, ToolConfig())

@@ -22,7 +22,7 @@ from ark.data.sources import DemoSource
 from ark.llm.client import LLMClient
 from ark.llm.local_server import LocalServer
 from ark.search.bm25 import load_index
-from ark.tools.toolset import ToolConfig, ToolSet
+from ark.tools import ToolConfig, ToolSet
 from ark.trajectory import Trajectory
 
 pytestmark = pytest.mark.integration
