@@ -22,3 +22,25 @@ def search_select_finish(request: dict):
         ids = [int(x) for x in re.findall(r"^\[(\d+)\]", last, re.M)]
         return tool_reply(("select", {"node_ids": ids}), ("finish", {}))
     return tool_reply(("finish", {}))
+
+
+def search_explore_select(request: dict):
+    """Scripted policy: search the question, explore the first hit's neighbors for the question,
+    select the first hit and the neighbors shown, finish."""
+    from tests.helpers.scripted_server import first_user_message, tool_reply
+
+    msgs = request["messages"]
+    step = sum(m["role"] == "assistant" for m in msgs)
+    tools = [m["content"] for m in msgs if m["role"] == "tool"]
+    if step == 0:
+        return tool_reply(("search_graph", {"query": first_user_message(request), "k": 5}))
+    if step == 1:
+        hits = [int(x) for x in re.findall(r"^\[(\d+)\]", tools[-1], re.M)]
+        if hits:
+            return tool_reply(("explore_neighbors", {"node_id": hits[0], "query": first_user_message(request)}))
+        return tool_reply(("finish", {}))
+    if step == 2:
+        first = re.findall(r"^\[(\d+)\]", tools[0], re.M)[:1]
+        ids = [int(x) for x in first + re.findall(r"^\[(\d+)\]", tools[-1], re.M)]
+        return tool_reply(("select", {"node_ids": ids}), ("finish", {}))
+    return tool_reply(("finish", {}))

@@ -1,0 +1,34 @@
+"""Which graph source reads a path: a folder of tables (`ark.data.tables.TablesSource`) or one RDF file,
+by its suffix (`ark.data.rdf.RdfSource`: ``.nt``, ``.ttl``, ``.rdf``, ``.owl``, ``.jsonld``, ``.n3``,
+``.nq``, ``.trig``, each optionally + ``.gz``).
+
+    from ark.data.locate import source_for_path
+    source = source_for_path("my_kg.ttl", root="data")      # RdfSource(name="my_kg")
+    source = source_for_path("my_kg/", name="kg")           # TablesSource
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ark.data.sources import DEFAULT_ROOT, GraphSource
+
+KINDS = "a folder of tables (nodes, edges, queries) or an RDF file"
+
+
+def source_for_path(path: str | Path, root: str | Path = DEFAULT_ROOT, **settings) -> GraphSource:
+    """The graph source for ``path`` (``settings`` are the source's own keyword arguments). Raises
+    ValueError, one line naming the path and what it may be, for anything else."""
+    from ark.data.rdf import FORMATS, is_rdf_path
+
+    p = Path(path)
+    if p.is_dir():
+        from ark.data.tables import TablesSource
+
+        return TablesSource(path=p, root=root, **settings)
+    if p.is_file() and is_rdf_path(p):
+        from ark.data.rdf import RdfSource
+
+        return RdfSource(path=p, root=root, **settings)
+    what = "no such file or folder" if not p.exists() else f"unknown file suffix {''.join(p.suffixes)!r}"
+    raise ValueError(f"{p}: {what}; a graph path is {KINDS} ({', '.join(FORMATS)}, optionally + .gz)")
