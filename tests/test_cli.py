@@ -73,7 +73,7 @@ def test_bad_values_are_one_line_with_the_choices(capsys, root, argv, pattern):
 def test_unknown_graph_and_backbone_name_the_choices(capsys, root):
     code, _, err = run_cli(capsys, "build", "--graph", "wikidata", "--root", root)
     assert code == 2 and err.strip() == ("ark build: error: unknown graph 'wikidata'; valid graphs: amazon, demo, "
-                                         "mag, prime, tables, or a folder with nodes and edges tables")
+                                         "mag, prime, rdf, tables, or a folder with nodes and edges tables")
     code, _, err = run_cli(capsys, "ask", "q", "--graph", str(KG), "--root", root, "--backbone", "gpt-5")
     assert code == 2 and re.fullmatch(r"ark ask: error: unknown backbone 'gpt-5'; valid backbones: .*gpt-4\.1.*local.*\n", err)
     with pytest.raises(SystemExit) as e:

@@ -297,6 +297,8 @@ def test_bad_settings_and_paths_fail_at_once(tmp_path):
         RdfSource(TTL, format="rdfxml")
     with pytest.raises(RdfError, match=r"unknown names 'short'; valid names: local, prefixed"):
         RdfSource(TTL, names="short")
+    with pytest.raises(RdfError, match=r"classes must be true or false, got 'maybe'"):
+        RdfSource(TTL, classes="maybe")
     with pytest.raises(RdfError, match=r"ignore must be a list of names, got \[\{'sh': None\}\] \(in YAML quote"):
         RdfSource(TTL, ignore=[{"sh": None}])
     with pytest.raises(RdfError, match=r"candidate type 'Book' is not a node type of .*art\.ttl; valid node types: City, "):
@@ -349,8 +351,9 @@ def test_source_for_path_picks_tables_or_rdf(tmp_path):
     from ark.data.locate import source_for_path
 
     assert type(source_for_path(REPO / "tests" / "data" / "tables_kg", root=tmp_path)) is TablesSource
-    s = source_for_path(TTL, root=tmp_path, classes=True)
-    assert type(s) is RdfSource and s.classes and s.name == "art"
+    s = source_for_path(TTL, root=tmp_path, classes="true", default_type="null")   # as a command line gives them
+    assert type(s) is RdfSource and s.classes is True and s.default_type is None and s.name == "art"
+    assert source_for_path(TTL, root=tmp_path, classes="false").classes is False
     gz = _serialise("nt", tmp_path / "my.kg.nt.gz")
     assert source_for_path(gz, root=tmp_path).name == "my.kg"
     (tmp_path / "notes.txt").write_text("x")

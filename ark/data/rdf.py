@@ -48,6 +48,11 @@ formats are parsed into an rdflib graph first. The mapping:
   name; three levels deep). Blank subjects that no node refers to are dropped
   (``blank_nodes_dropped``).
 
+Other settings: ``format`` (instead of the suffix), ``class_type`` (the type of a class node without
+one of its own), ``names`` (``local``/``prefixed`` type and relation names), ``ignore`` (namespaces or
+properties whose triples are skipped; default SHACL, ``sh:``), ``candidate_types`` (rank only these
+types). Properties in settings are prefixed names (the file's prefixes and `PREFIXES`) or full IRIs.
+
 Queries are optional, in the tables format (`ark.data.tables`: ``id``, ``query``, ``answers`` as IRIs,
 ``split``), in ``<file stem>.queries.<ext>`` or ``queries.<ext>`` beside the RDF file, or named by
 ``queries``. Bad input raises `RdfError`, one line naming the file, before anything is written: broken
@@ -693,9 +698,9 @@ class RdfSource(TablesSource):
             raise RdfError(f"unknown names {names!r}; valid names: {', '.join(NAMES)}")
         where = f"{self.path} settings"
         self.names = names
-        self.classes = bool(classes)
+        self.classes = _as_bool(classes, "classes")
         self.class_type = str(class_type)
-        self.default_type = None if default_type in (None, "") else str(default_type)
+        self.default_type = None if str(default_type).lower() in ("none", "null", "") else str(default_type)
         self.type_priority = _as_list(type_priority, "type_priority")
         self.name_properties = _as_list(name_properties, "name_properties") or []
         self.text_properties = _as_list(text_properties, "text_properties")
@@ -792,6 +797,18 @@ class RdfSource(TablesSource):
         except (OSError, ValueError):
             return {}
         return {k: v for k, v in data.items() if k != "graph"} if data.get("graph") == graph.fingerprint else {}
+
+
+def _as_bool(value, what: str) -> bool:
+    """A switch: a bool, or its text as a command line gives it (``--set classes=true``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise RdfError(f"{what} must be true or false, got {value!r}")
 
 
 def _as_list(value, what: str) -> list[str] | None:
