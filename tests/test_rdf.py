@@ -162,7 +162,7 @@ def test_classes_as_nodes_link_instances_and_restrictions(tmp_path):
 # --- the agent's tools and whole runs ----------------------------------------------------------------
 def test_tools_search_and_explore_the_rdf_graph(tmp_path):
     from ark.search.bm25 import BM25Index
-    from ark.tools.toolset import NEIGHBORS, SEARCH, ToolSet
+    from ark.tools import NEIGHBORS, SEARCH, ToolSet
 
     g = source(TTL, tmp_path).graph()
     tools = ToolSet(g, BM25Index.build(g.texts()))
@@ -386,7 +386,7 @@ def test_brick_ontology_from_its_pypi_package(tmp_path):
     assert g.node_text(sensor) == "- name: Air Temperature Sensor\n- type: Class\n- definition: Measures the temperature of air"
     assert {(b + "Temperature_Sensor", "subClassOf", True), (b + "Air", "hasSubstance", True)} <= edges_of(g, b + "Air_Temperature_Sensor")
     from ark.search.bm25 import BM25Index
-    from ark.tools.toolset import SEARCH, ToolSet
+    from ark.tools import SEARCH, ToolSet
 
     hit = ToolSet(g, BM25Index.build(g.texts())).call(SEARCH, {"query": "sensor measuring the temperature of air"})
     assert sensor in hit.node_ids

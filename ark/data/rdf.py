@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
@@ -77,6 +76,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 import pyarrow as pa
 
+from ark import atomic
 from ark.data.graph import KnowledgeGraph
 from ark.data.sources import DEFAULT_ROOT, GraphSource, files_fingerprint
 from ark.data.tables import TablesSource, find_table
@@ -778,13 +778,10 @@ class RdfSource(TablesSource):
     def graph(self, rebuild: bool = False) -> KnowledgeGraph:
         graph = super().graph(rebuild)
         if self._build_stats is not None and graph.directory is not None:
-            path = graph.directory / STATS_FILE
-            tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
             try:
-                tmp.write_text(json.dumps({"graph": graph.fingerprint, **self._build_stats}, indent=1))
-                os.replace(tmp, path)
+                atomic.write_json(graph.directory / STATS_FILE, {"graph": graph.fingerprint, **self._build_stats}, indent=1)
             except OSError:
-                tmp.unlink(missing_ok=True)
+                pass   # a read-only cache: the statistics of this build are not kept
             self._build_stats = None
         return graph
 
@@ -860,10 +857,8 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, base: str = EXP
     rels = [_iri(f"{base}relation/{quote(r, safe='')}") for r in graph.relation_names]
     a, label, doc = _iri(TYPE), _iri(RDFS + "label"), _iri(DOCUMENT)
     node_types = np.asarray(graph.node_types)
-    written = [out]
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
-    try:
+    with atomic.replacing(out) as tmp:
         with (gzip.open(tmp, "wt", encoding="utf-8") if out.suffix == ".gz" else open(tmp, "w", encoding="utf-8")) as f:
             for i, (name, text) in enumerate(zip(graph.names(), graph.texts())):
                 f.write(f"{iris[i]} {a} {types[node_types[i]]} .\n{iris[i]} {label} {_literal(name)} .\n"
@@ -871,20 +866,10 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, base: str = EXP
             src, dst, rel = graph.stored_edges()
             for s_, d_, r_ in zip(src.tolist(), dst.tolist(), rel.tolist()):
                 f.write(f"{iris[s_]} {rels[r_]} {iris[d_]} .\n")
-        if queries is not None and len(queries):
-            qpath = out.with_name(f"{rdf_stem(out)}.queries.jsonl")
-            qtmp = qpath.with_name(f"{qpath.name}.tmp-{os.getpid()}")
-            written.append(qpath)
-            with open(qtmp, "w", encoding="utf-8") as f:
+        if queries is not None and len(queries):   # before the graph file appears: a reader never sees it alone
+            with atomic.open_text(out.with_name(f"{rdf_stem(out)}.queries.jsonl")) as f:
                 for row in _query_rows(queries, [x[1:-1] for x in iris]):
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            os.replace(qtmp, qpath)
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        for p in written[1:]:
-            p.with_name(f"{p.name}.tmp-{os.getpid()}").unlink(missing_ok=True)
-        raise
     return out
 
 
