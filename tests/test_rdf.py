@@ -94,6 +94,25 @@ def test_ntriples_and_turtle_give_the_same_graph_and_queries(tmp_path):
         {k: v for k, v in a.build_stats().items() if k != "format"}
 
 
+def test_the_cache_is_reused_until_the_file_a_setting_or_the_mapping_changes(tmp_path, monkeypatch):
+    import ark.data.rdf as rdf
+
+    path = tmp_path / "art.ttl"
+    shutil.copy(TTL, path)
+    builds = []
+    real = RdfSource.build
+    monkeypatch.setattr(RdfSource, "build", lambda self: builds.append(self.classes) or real(self))
+    first = source(path, tmp_path).graph()
+    assert source(path, tmp_path).graph().fingerprint == first.fingerprint and builds == [False]
+    source(path, tmp_path, classes=True).graph()                            # another setting
+    path.write_text(path.read_text().replace('"Rijksmuseum"', '"Rijksmuseum Amsterdam"'))
+    changed = source(path, tmp_path).graph()                                # the file changed
+    assert changed.node_name(changed.node_index(EX + "rijksmuseum")) == "Rijksmuseum Amsterdam"
+    monkeypatch.setattr(rdf, "MAPPING_VERSION", rdf.MAPPING_VERSION + 1)
+    source(path, tmp_path).graph()                                          # this module's mapping changed
+    assert builds == [False, True, False, False]
+
+
 def _serialise(fmt: str, path: Path) -> Path:
     import rdflib
 

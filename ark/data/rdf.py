@@ -113,6 +113,7 @@ DESCRIPTIONS = (RDFS + "comment", SKOS + "definition", PREFIXES["dcterms"] + "de
 DOCUMENT = "urn:ark:document"             # a node's whole document, as `export` writes it
 EXPORT_BASE = "urn:ark:"                  # export: nodes without IRIs, types and relations under it
 STATS_FILE = "rdf_stats.json"
+MAPPING_VERSION = 1                       # part of the cache key: a changed mapping rebuilds cached graphs
 FOLD_DEPTH = 3
 NAMES = ("local", "prefixed")
 
@@ -754,7 +755,7 @@ class RdfSource(TablesSource):
         if missing:
             raise RdfError(missing[0])
         return _hash(files_fingerprint(self._input_files()), json.dumps(
-            [self._settings(), [str(p.resolve()) for p in self._input_files()]], sort_keys=True))
+            [MAPPING_VERSION, self._settings(), [str(p.resolve()) for p in self._input_files()]], sort_keys=True))
 
     @property
     def cache_dir(self) -> Path:
