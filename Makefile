@@ -24,6 +24,8 @@ $(VENV)/.core: requirements.txt pyproject.toml
 	$(PIP) install torch==2.13.0
 	$(PIP) install -c <(echo torch==2.13.0) -r requirements.txt
 	$(PIP) install --no-deps -e .
+	@# tests/test_rdf.py reads the Brick ontology (Turtle) this package ships; its reasoners are not needed
+	$(PIP) install --no-deps brickschema==0.8.0
 	@touch $@
 
 # llama.cpp built for the server only: no multimodal library, tests, examples or tools (140 build steps, not 193),
