@@ -6,8 +6,11 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 # Offline by default: nothing in the tests or the demo reaches a hub or a paid API.
 export HF_HUB_OFFLINE := 1
-export WANDB_MODE ?= offline
 export PYTHONUNBUFFERED := 1
+# W&B offline only where a test or the demo needs it; a recipe (reproduce-table1 ARGS=logger=wandb...)
+# logs as W&B itself would: online with a key (`wandb login` or WANDB_API_KEY), else offline.
+OFFLINE_WANDB := demo test test-chaos test-integration test-distill test-dense test-comparison test-all
+$(OFFLINE_WANDB): export WANDB_MODE := offline
 
 .PHONY: help install install-local install-distill install-dense demo test test-integration test-comparison \
         test-chaos test-distill test-dense test-all table1 reproduce-table1 table1-demo figures viewer bench \
@@ -97,11 +100,11 @@ clean:
 table1: $(VENV)/.core ## Table 1 from existing run directories (no LLM calls)
 	$(PY) -m experiments.table1
 
-reproduce-table1: $(VENV)/.core ## run Table 1 (needs data/stark and OPENAI_API_KEY), then build it
-	$(PY) -m experiments.table1 reproduce
+reproduce-table1: $(VENV)/.core ## run Table 1 (needs data/stark and OPENAI_API_KEY), then build it; ARGS="logger=wandb ..."
+	$(PY) -m experiments.table1 reproduce $(ARGS)
 
-table1-demo: $(VENV)/.local ## a shrunk Table 1 on the demo graph with the local model
-	$(PY) -m experiments.table1 reproduce graph=demo backbone=local limit=5 --runs results/runs-demo --out results/demo
+table1-demo: $(VENV)/.local ## a shrunk Table 1 on the demo graph with the local model (ARGS: more overrides)
+	$(PY) -m experiments.table1 reproduce graph=demo backbone=local limit=5 $(ARGS) --runs results/runs-demo --out results/demo
 
 figures: $(VENV)/.core ## the paper's figures and tables from run directories (no LLM calls)
 	$(PY) -m experiments.figures results/runs --out results/figures

@@ -40,6 +40,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from ark import logs
 from ark.eval import compare
 
 from ark.eval import runner
@@ -238,7 +239,7 @@ def setting_problems(cfg: DictConfig) -> list[str]:
         bad("seed", "use a whole number")
     if cfg.metrics_mode not in MODES:
         bad("metrics_mode", f"choose one of {', '.join(MODES)}")
-    for key in ("count_failed_as_miss", "progress"):
+    for key in ("count_failed_as_miss", "progress", "verbose"):
         if not isinstance(OmegaConf.select(cfg, key), bool):
             bad(key, "use true or false")
     keys = []
@@ -268,7 +269,7 @@ def check_settings(cfg: DictConfig) -> None:
 
 
 # what cannot change a run's records or summary: where it writes, how fast, how it reaches the server
-NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progress", "concurrency",
+NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progress", "verbose", "concurrency",
                 "compare_to", "logger", "shard", "retriever.build", "backbone.base_url", "backbone.http",
                 "backbone.timeout_s", "backbone.max_retries", "backbone.backoff_base_s",
                 "backbone.backoff_max_s", "backbone.api_key_env", "backbone.endpoint_env",
@@ -482,6 +483,7 @@ def remove_unstarted(job_dir: Path, runs_root: Path) -> None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
+    logs.setup(verbose=cfg.get("verbose") is True)   # third-party log lines only with verbose=true
     try:
         run(cfg)
     except SystemExit:

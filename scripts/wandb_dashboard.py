@@ -7,9 +7,11 @@
 The view filters to one experiment (the runs' W&B group, set by logger=wandb), groups runs by
 graph, and has one section per concern: final metrics (bar charts of <split>/hit@1, hit@5,
 recall@20, mrr), tool use (search vs. neighborhood shares), failure attribution (ark.eval.attribution's
-classes), cost and latency, and a run comparer of
-the configs. Runs are tagged graph:/backbone:/budget:/ablation: by ark.eval.logger, so the runs table can
-be filtered further in the UI.
+classes), cost and latency (each run's spend against its <split>/hit@1 in a scatter plot, so a sweep's
+cheaper-and-better runs stand out; US$ and tokens per run), and a run comparer of the configs. Runs
+are tagged graph:/backbone:/budget:/ablation: by ark.eval.logger, so the runs table can be filtered
+further in the UI. Runs logged online (ark.eval.logger: a key from `wandb login` is enough) are the
+ones this view shows; offline ones appear after `wandb sync <dir>`.
 
 tests/test_wandb_dashboard.py checks, offline, that every panel plots a key a real run logs (runner +
 ark.eval.logger into an offline W&B run) and that the view selects runs the way the logger groups them;
@@ -31,6 +33,14 @@ def tool_share_metrics() -> list[str]:
     return [f"tool_share/{name}" for name in graph_tool_names()]
 
 
+def cost_vs_quality(split: str = "test", metric: str = "hit@1"):
+    """A scatter plot of every run of the view: what it spent (US$, ark.eval.logger's ``cost_usd``)
+    against ``<split>/<metric>``, the cheaper-and-better runs up and to the left."""
+    import wandb_workspaces.reports.v2 as wr
+
+    return wr.ScatterPlot(title=f"cost (US$) vs {split}/{metric}", x="cost_usd", y=f"{split}/{metric}")
+
+
 def build_workspace(entity: str, project: str, experiment: str, split: str = "test"):
     """The wandb-workspaces Workspace object (not saved)."""
     try:
@@ -42,8 +52,9 @@ def build_workspace(entity: str, project: str, experiment: str, split: str = "te
     metric_panels = [wr.BarPlot(title=f"{split}/{m}", metrics=[f"{split}/{m}"], orientation="h") for m in METRICS]
     tool_panels = [wr.BarPlot(title="tool-call share", metrics=tool_share_metrics()),
                    wr.ScalarChart(title="complete", metric="complete")]
-    cost_panels = [wr.BarPlot(title="cost (US$)", metrics=["cost_usd"]),
-                   wr.BarPlot(title="tokens", metrics=["tokens/total"]),
+    cost_panels = [cost_vs_quality(split),
+                   wr.BarPlot(title="cost (US$)", metrics=["cost_usd"]),
+                   wr.BarPlot(title="tokens", metrics=["tokens/prompt", "tokens/completion"]),
                    wr.BarPlot(title="latency (s, slowest agent)", metrics=["latency_s/mean", "latency_s/p90"])]
     from ark.eval.attribution import CLASSES
 
@@ -57,7 +68,7 @@ def build_workspace(entity: str, project: str, experiment: str, split: str = "te
             ws.Section(name="Final metrics", panels=metric_panels, is_open=True),
             ws.Section(name="Tool use", panels=tool_panels, is_open=True),
             ws.Section(name="Failure attribution", panels=attribution_panels, is_open=True),
-            ws.Section(name="Cost and latency", panels=cost_panels, is_open=False),
+            ws.Section(name="Cost and latency", panels=cost_panels, is_open=True),
             ws.Section(name="While running", panels=running, is_open=False),
             ws.Section(name="Configs", panels=[wr.RunComparer(diff_only="split")], is_open=False),
         ],

@@ -278,6 +278,7 @@ BAD_SETTINGS = [  # (override, what the one line must say)
     ("shard=abc", "bad setting shard='abc': use i/n with 0 <= i < n"),
     ("budget.agent.t_max=0", "bad setting in budget.agent: t_max=0 must be >= 1"),
     ("metrics_mode=exact", "bad setting metrics_mode='exact': choose one of paper, stark_qa"),
+    ("verbose=yes", "bad setting verbose='yes': use true or false"),
 ]
 
 
@@ -322,7 +323,8 @@ def test_run_identity_covers_every_setting_that_changes_results(tmp_path):
                 "budget.agent.t_max", "backbone.temperature", "backbone.model", "backbone.seed",
                 "ablation.tools.neighbors", "retriever.top", "graph.name"):
         assert key in ark, key
-    for key in ("concurrency", "progress", "paths.runs", "backbone.base_url", "backbone.timeout_s", "out_dir"):
+    for key in ("concurrency", "progress", "verbose", "paths.runs", "backbone.base_url", "backbone.timeout_s",
+                "out_dir"):
         assert key not in ark, key
     bm25 = run_identity(_bm25_cfg(tmp_path))
     assert not any(k.startswith(("backbone.", "budget.", "ablation.")) for k in bm25)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 from omegaconf import OmegaConf
 
@@ -28,10 +29,10 @@ def _plotted(workspace) -> set[str]:
     keys: set[str] = set()
     for section in workspace.sections:
         for panel in section.panels:
-            keys.update(getattr(panel, "metrics", None) or [])
-            keys.update(getattr(panel, "y", None) or [])
-            if getattr(panel, "metric", None):
-                keys.add(panel.metric)
+            # a list of keys or one; a scatter plot's x is a key too, a line plot's is W&B's own step axis
+            for field in ("metrics", "metric", "y", *(("x",) if isinstance(panel, wr.ScatterPlot) else ())):
+                value = getattr(panel, field, None) or []
+                keys.update([value] if isinstance(value, str) else value)
     return keys
 
 
@@ -58,7 +59,7 @@ def logged(tmp_path_factory) -> dict:
     log.finish()
     for _ in range(50):  # the W&B service may still be flushing the run's records after finish()
         back = read_offline_run(wb_dir)
-        if back["summary"] and back["history"]:
+        if back["finished"]:
             break
         time.sleep(0.2)
     mp.undo()
@@ -71,6 +72,14 @@ def test_every_panel_plots_a_logged_key(logged):
     plotted = _plotted(dash.build_workspace("me", "ark", logged["experiment"], logged["split"]))
     assert plotted and plotted <= keys, sorted(plotted - keys)
     assert {f"{logged['split']}/{m}" for m in dash.METRICS} <= plotted
+
+
+def test_cost_is_plotted_against_quality_per_run(logged):
+    workspace = dash.build_workspace("me", "ark", logged["experiment"], logged["split"])
+    (scatter,) = [p for s in workspace.sections for p in s.panels if isinstance(p, wr.ScatterPlot)]
+    assert (scatter.x, scatter.y) == ("cost_usd", f"{logged['split']}/hit@1")
+    assert {scatter.x, scatter.y} <= set(logged["back"]["summary"])     # both are summary keys of a run
+    assert scatter._to_model().config.x_axis == "summary:cost_usd"       # what W&B's view will read
 
 
 def test_the_view_selects_the_experiment_and_groups_by_graph(logged):

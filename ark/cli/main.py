@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from ark import logs
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -229,7 +230,8 @@ def _command(sub, name: str, func, **texts) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also show third-party libraries' log lines (bm25s, httpx...) on stderr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = _command(sub, "build", cmd_build, help="build (or reuse) a graph's cache and print its statistics",
@@ -288,8 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s",
-                        stream=sys.stderr)
+    logs.setup(verbose=args.verbose)
     try:
         return args.func(args) or 0
     except CLIError as e:

@@ -9,10 +9,18 @@ side. What is logged: the resolved config with secrets removed, running metrics 
 final means and 95% CIs in the summary, the per-query table, and the run directory's trajectories,
 predictions and metrics as an artifact (type ``trajectories``).
 
-Mode: ``mode=None`` picks ``online`` when ``WANDB_API_KEY`` is set (or ``WANDB_MODE`` says so) and
-``offline`` otherwise; offline runs land in ``<dir>/wandb/offline-run-*`` and can be uploaded later
-with ``wandb sync``. ``read_offline_run(path)`` reads such a run back (config, history, summary, tags,
-artifacts) without the network.
+Mode: ``logger.mode`` wins, then ``WANDB_MODE``; with neither, the mode W&B itself would use: offline
+or disabled when its settings say so (a settings file written by ``wandb offline``), else online when
+it finds a key (``WANDB_API_KEY``, the ``api_key`` setting, or ``~/.netrc`` for its host, which
+``wandb login`` writes; asked through ``wandb.login(prompt=False, verify=False)``), offline otherwise.
+At start and finish the run prints where it logs: ``W&B: online <run url>`` or ``W&B: offline <dir>
+(upload: wandb sync <dir>)``; offline runs land in ``<dir>/wandb/offline-run-*``. W&B's own info
+messages are hidden unless ``verbose`` (its warnings and errors always show). ``read_offline_run(path)``
+reads an offline run back (config, history, summary, tags, artifacts) without the network.
+
+Cost beside quality: the summary holds ``cost_usd`` and ``tokens/{prompt,completion,total}`` (what the
+run spent, from the runner's summary) and, when a summary carries them, ``forecast_usd`` (the spend
+forecast before the run) and ``budget_usd`` (its cap).
 
     python experiments/run.py logger=wandb logger.project=ark graph=demo backbone=local
 """
@@ -78,41 +86,52 @@ class NullLogger:
 
 
 class WandbLogger(NullLogger):
-    """Weights & Biases logger (``logger=wandb``); offline automatically when no API key is set."""
+    """Weights & Biases logger (``logger=wandb``): online when W&B itself would be, else offline."""
 
     def __init__(self, project: str = "ark", entity: str | None = None, mode: str | None = None,
-                 dir: str | Path = "results/wandb", log_trajectories: bool = True, split: str = "test"):
+                 dir: str | Path = "results/wandb", log_trajectories: bool = True, split: str = "test",
+                 verbose: bool = False):
         if mode is not None and mode not in MODES:
             raise ValueError(f"unknown wandb mode {mode!r}; valid: {', '.join(MODES)} (or null for auto)")
         self.project, self.entity, self.mode = project, entity, mode
         self.dir = Path(dir)
         self.log_trajectories = log_trajectories
         self.split = split
+        self.verbose = verbose
         self.run = None
+        self._where: str | None = None
+
+    def chosen_mode(self) -> str | None:
+        """The mode chosen for W&B: ``mode``, else ``WANDB_MODE``; None leaves it to W&B (`wandb_mode`)."""
+        env = os.environ.get("WANDB_MODE")
+        return self.mode or (env if env in MODES else None)
 
     def resolved_mode(self) -> str:
-        if self.mode:
-            return self.mode
-        env = os.environ.get("WANDB_MODE")
-        if env in MODES:
-            return env
-        return "online" if os.environ.get("WANDB_API_KEY") else "offline"
+        """The mode this logger's runs use: `chosen_mode`, else the one W&B itself would use."""
+        return self.chosen_mode() or wandb_mode(self._wandb())
 
     def _wandb(self):
         try:
             import wandb
         except ImportError as e:  # pragma: no cover - wandb is in requirements.txt
-            raise ImportError("logger=wandb needs wandb: pip install 'wandb>=0.19'") from e
+            raise ImportError("logger=wandb needs wandb: pip install 'wandb>=0.30'") from e
         return wandb
 
     def start(self, name: str, group: str, run_info: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+        """Start the W&B run and print where it logs (`where`)."""
         wandb = self._wandb()
+        mode = self.chosen_mode()
+        if mode != "disabled" and not self.verbose:
+            wandb.setup(wandb.Settings(show_info=False))   # W&B's info messages: `where` says where it logs
+        mode = mode or wandb_mode(wandb)
         self.split = run_info.get("split", self.split)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(project=self.project, entity=self.entity, group=group, name=name,
                               job_type=str(run_info.get("retriever", "eval")), tags=run_tags(run_info),
-                              config=redact(dict(config)), dir=str(self.dir), mode=self.resolved_mode(),
+                              config=redact(dict(config)), dir=str(self.dir), mode=mode,
                               reinit="finish_previous")
+        self._where = where(mode, self.run)
+        print(self._where, flush=True)
 
     def log_running(self, metrics: Mapping[str, float], step: int) -> None:
         if self.run is not None:
@@ -137,11 +156,9 @@ class WandbLogger(NullLogger):
         for k in ("queries_any_gold_surfaced", "steps_to_first_gold_mean", "tokens_to_first_gold_mean"):
             if attr.get(k) is not None:
                 final[f"attribution/{k}"] = attr[k]
-        final.update({"n": summary.get("n"), "n_failed": summary.get("n_failed"),
-                      "complete": summary.get("complete"), "tokens/total": summary.get("tokens", {}).get("total"),
-                      "cost_usd": summary.get("cost_usd")})
-        for k, v in final.items():
-            self.run.summary[k] = v
+        final.update({k: summary.get(k) for k in ("n", "n_failed", "complete")})
+        final.update(cost_summary(summary))
+        self.run.summary.update(final)
         if rows:
             cols = list(rows[0].keys())
             table = wandb.Table(columns=cols, data=[[r.get(c) for c in cols] for r in rows])
@@ -174,14 +191,53 @@ class WandbLogger(NullLogger):
                 self.run.summary[f"{base}/{k}"] = getattr(d, k)
 
     def finish(self) -> None:
+        """Finish the W&B run and print again where it logged."""
         if self.run is not None:
             self.run.finish()
             self.run = None
+            print(self._where, flush=True)
 
     @property
     def run_dir(self) -> Path | None:
         """The local W&B run directory (``.../offline-run-*`` offline)."""
         return None if self.run is None else Path(self.run.dir).parent
+
+
+COST_KEYS = ("forecast_usd", "budget_usd")
+
+
+def cost_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The W&B summary's cost fields from a run summary (`ark.eval.runner`): ``cost_usd`` and
+    ``tokens/{prompt,completion,total}`` always, ``forecast_usd`` and ``budget_usd`` when present."""
+    tokens = summary.get("tokens") or {}
+    out = {"cost_usd": summary.get("cost_usd")}
+    out.update({f"tokens/{k}": tokens.get(k) for k in ("prompt", "completion", "total")})
+    out.update({k: summary[k] for k in COST_KEYS if summary.get(k) is not None})
+    return out
+
+
+def wandb_mode(wandb) -> str:
+    """The mode W&B itself would log in, asked of its own settings and credentials: ``disabled`` or
+    ``offline`` when its settings say so (environment, settings files), else ``online`` when
+    ``wandb.login(prompt=False, verify=False)`` finds a key (``WANDB_API_KEY``, the ``api_key``
+    setting, ``~/.netrc`` for its host), else ``offline``. Nothing is prompted for or verified."""
+    settings = wandb.setup().settings
+    if settings.mode == "disabled":
+        return "disabled"
+    if settings.mode in ("offline", "dryrun"):
+        return "offline"
+    return "online" if wandb.login(prompt=False, verify=False) else "offline"
+
+
+def where(mode: str, run) -> str:
+    """The line saying where a W&B run logs: ``W&B: online <run url>``, ``W&B: offline <dir> (upload:
+    wandb sync <dir>)`` or ``W&B: disabled (nothing logged)``."""
+    if mode == "disabled":
+        return "W&B: disabled (nothing logged)"
+    if mode == "offline":
+        sync_dir = Path(run.dir).parent
+        return f"W&B: offline {sync_dir} (upload: wandb sync {sync_dir})"
+    return f"W&B: online {run.url}"
 
 
 def _read_csv(path: Path) -> list[dict]:
@@ -230,13 +286,14 @@ def _item_key(item) -> str:
 
 def read_offline_run(run_dir: Path | str) -> dict[str, Any]:
     """Read an offline W&B run directory (``.../offline-run-*``) back into plain data:
-    {"name", "group", "tags", "config", "history": [ {...}, ...], "summary", "artifacts": [(name, type)]}."""
+    {"name", "group", "tags", "config", "history": [ {...}, ...], "summary", "artifacts": [(name, type)],
+    "finished"}; ``finished`` says the log ends with the run's exit record (W&B has written all of it)."""
     run_dir = Path(run_dir)
     logs = sorted(run_dir.glob("run-*.wandb"))
     if not logs:
         raise FileNotFoundError(f"no run-*.wandb file in {run_dir}")
     out: dict[str, Any] = {"name": None, "group": None, "tags": [], "config": {}, "history": [],
-                           "summary": {}, "artifacts": []}
+                           "summary": {}, "artifacts": [], "finished": False}
     for rec in _records(logs[0]):
         kind = rec.WhichOneof("record_type")
         if kind == "run":
@@ -253,5 +310,7 @@ def read_offline_run(run_dir: Path | str) -> dict[str, Any]:
                 out["summary"][_item_key(u)] = json.loads(u.value_json)
         elif kind == "artifact":
             out["artifacts"].append((rec.artifact.name, rec.artifact.type))
+        elif kind == "exit":
+            out["finished"] = True
     out["config"].pop("_wandb", None)
     return out
