@@ -7,7 +7,9 @@ import pytest
 from hydra.utils import get_class, instantiate
 
 from ark.data.sources import StarkSource
-from experiments.run import CONF_DIR, compose, run_info, sweep_points
+from ark.config.compose import compose, sweep_points
+from ark.config.identity import run_info
+from ark.config.location import option_names
 
 GROUPS = ("graph", "backbone", "budget", "ablation", "search", "encoder", "retriever", "logger")
 
@@ -23,7 +25,7 @@ def points(*overrides: str) -> tuple[tuple[str, ...], ...]:
 
 
 def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    return option_names(group)
 
 
 def test_groups_have_the_promised_options():

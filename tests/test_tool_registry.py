@@ -18,7 +18,7 @@ from ark.prompts import system_prompt
 from ark.eval.runner import RunSettings, run_queries
 from ark.tools.registry import Param, Tool
 from ark.tools.toolset import ToolConfig, ToolResult, ToolSet
-from experiments import figures
+from ark.eval import figures
 from tests.helpers.scripted_server import ScriptedServer, tool_reply
 from tests.helpers.toy_graph import graph, index  # graph, index: shared fixtures
 

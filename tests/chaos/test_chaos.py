@@ -55,7 +55,7 @@ def make_retriever(base_url: str, cache: Path):
     from ark.llm.client import BackboneConfig
     from ark.data.sources import DemoSource
     from ark.tools.toolset import ToolConfig
-    from experiments.run import build_ark
+    from ark.config.retrievers import build_ark
 
     graph = DemoSource(DEMO_ROOT).graph()
     backbone = BackboneConfig(name="scripted", model="scripted", provider="vllm", base_url=base_url,
