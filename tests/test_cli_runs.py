@@ -97,6 +97,14 @@ def test_ark_run_multirun_bad_value_leaves_no_directory(tmp_path):
     assert [p.name for p in (tmp_path / "runs" / "default" / "demo").iterdir()] == ["bm25_test_limit4"]
 
 
+def test_ark_run_multirun_with_an_unknown_option_stops_before_any_job(tmp_path, capsys):
+    assert main(["run", "-m", *BM25, "retriever=bm25,bm26", f"paths.runs={tmp_path / 'runs'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ark run: error: In 'config': Could not find 'retriever/bm26'; Available options in "
+                          "'retriever': ark, bm25, dense, hybrid") and err.count("\n") == 1
+    assert not (tmp_path / "runs").exists()
+
+
 DIAGNOSE = ["graph=tables", f"graph.path={KG}", "progress=false", "reach.ks=[5]", "reach.filters=[none]"]
 
 

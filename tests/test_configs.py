@@ -99,6 +99,14 @@ def test_every_experiment_and_sweep_point_composes(experiment):
     assert len(small) < len(grid)
 
 
+def test_sweeps_of_the_command_line_join_the_experiments():
+    assert points("retriever=bm25", "split=test,val") == (("retriever=bm25", "split=test"),
+                                                          ("retriever=bm25", "split=val"))
+    grid = points("experiment=table1", "graph=demo", "limit=2,3")
+    assert len(grid) == 2 * 2 * 2 and {p[-1] for p in grid} == {"limit=2", "limit=3"}   # retriever x backbone x limit
+    assert all("graph=demo" in p for p in grid)                                        # the command line wins
+
+
 def test_experiment_grids_match_the_paper():
     t1 = {tuple(sorted(run_info(composed(p)).items())) for p in points("experiment=table1")}
     runs = [dict(x) for x in t1]

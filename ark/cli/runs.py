@@ -7,7 +7,8 @@
 
 ``run`` and ``diagnose`` take the overrides of ``conf/config.yaml`` and ``conf/diagnose.yaml``: composed
 with `ark.config.compose.compose` and run by the same library calls as the Hydra scripts
-(`ark.config.run.run`, `ark.config.jobs.diagnose`); with ``-m`` the arguments go to Hydra itself
+(`ark.config.run.run`, `ark.config.jobs.diagnose`); with ``-m`` every point of the sweep is composed
+first (a bad option is one line before any job starts), then the arguments go to Hydra itself
 (`ark.config.app.launch`: sweeps, launchers), as ``python experiments/run.py -m`` would take them.
 """
 
@@ -25,15 +26,24 @@ def _compose(overrides, config_name: str = "config"):
     return compose(overrides, config_name)
 
 
+def _sweep(task, config_name: str, overrides, job_name: str) -> None:
+    """A Hydra multirun of ``task``, once every point of the sweep composes (a bad option or override
+    is then one line before any job starts, not Hydra's report from inside the sweep)."""
+    from ark.config.app import launch
+    from ark.config.compose import sweep_points
+
+    for point in sweep_points(overrides, config_name):
+        _compose(point, config_name)
+    launch(task, config_name, ["-m", *overrides], job_name=job_name)
+
+
 def cmd_run(args) -> int:
     from ark.config import run as runs
 
     if args.multirun:
-        from ark.config.app import launch
-
-        launch(runs.job, "config", ["-m", *args.overrides], job_name="run")
-        return 0
-    runs.run(_compose(args.overrides))
+        _sweep(runs.job, "config", args.overrides, "run")
+    else:
+        runs.run(_compose(args.overrides))
     return 0
 
 
@@ -41,11 +51,9 @@ def cmd_diagnose(args) -> int:
     from ark.config import jobs
 
     if args.multirun:
-        from ark.config.app import launch
-
-        launch(jobs.diagnose, "diagnose", ["-m", *args.overrides], job_name="diagnose")
-        return 0
-    jobs.diagnose(_compose(args.overrides, "diagnose"))
+        _sweep(jobs.diagnose, "diagnose", args.overrides, "diagnose")
+    else:
+        jobs.diagnose(_compose(args.overrides, "diagnose"))
     return 0
 
 

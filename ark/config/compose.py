@@ -28,15 +28,18 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
 
 
-def sweep_points(overrides: Sequence[str] = ()) -> list[list[str]]:
+def sweep_points(overrides: Sequence[str] = (), config_name: str = "config") -> list[list[str]]:
     """The override lists of an experiment's runs, expanded by Hydra's own basic sweeper: its
-    ``hydra.sweeper.params`` first, then the command line's overrides, which win on the same key."""
+    ``hydra.sweeper.params`` first, then the command line's overrides (sweeps such as ``split=test,val``
+    included), which win on the same key."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    cfg = compose(overrides)
+    parser = OverridesParser.create()
+    fixed = [o.input_line for o in parser.parse_overrides(list(overrides)) if not o.is_sweep_override()]
+    cfg = compose(fixed, config_name)   # the experiment's own sweep, read before the command line's
     params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.get("params") or {}).items()]
-    parsed = OverridesParser.create().parse_overrides([*params, *overrides])
+    parsed = parser.parse_overrides([*params, *overrides])
     return BasicSweeper.split_arguments(parsed, None)[0]
 
 
