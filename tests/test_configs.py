@@ -141,3 +141,17 @@ def test_distillation_experiments_carry_the_papers_settings():
     assert (t.epochs, t.max_length, t.learning_rate, t.lora_r, t.lora_alpha, t.lora_dropout) == (1, 16384, 1e-5, 32, 64, 0.1)
     assert dis.distill.train_dirs == ["results/runs/collect-train/prime/ark-gpt-4.1-t20_n3-full_train"]
     assert col.out_dir == dis.distill.train_dirs[0]  # distill reads what collect writes
+
+
+def test_the_config_location_is_the_checkout_or_the_package(tmp_path, monkeypatch):
+    from ark.config import location
+
+    assert location.conf_dir() == Path(__file__).resolve().parents[1] / "conf"   # this checkout's conf/
+    pkg = tmp_path / "site" / "ark"
+    (pkg / "conf").mkdir(parents=True)
+    monkeypatch.setattr(location, "_PACKAGE", pkg)
+    assert location.conf_dir() == tmp_path / "site" / "conf"     # an empty ark/conf/ is not a config folder
+    (pkg / "conf" / "config.yaml").write_text("x: 1\n")
+    assert location.conf_dir() == pkg / "conf"                   # configs shipped inside the package win
+    with pytest.raises(FileNotFoundError, match=r"no diagnose\.yaml in .*site/ark/conf: the configs ship with"):
+        compose([], config_name="diagnose")

@@ -24,7 +24,11 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+    where = conf_dir()
+    if not (where / f"{config_name}.yaml").is_file():
+        raise FileNotFoundError(f"no {config_name}.yaml in {where}: the configs ship with the checkout; "
+                                "install the package from it with pip install -e .")
+    with initialize_config_dir(config_dir=str(where), version_base="1.3"):
         return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
 
 
