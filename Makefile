@@ -98,19 +98,19 @@ clean:
 
 # --- paper recipes -----------------------------------------------------------------------------
 table1: $(VENV)/.core ## Table 1 from existing run directories (no LLM calls)
-	$(PY) -m experiments.table1
+	$(PY) -m ark table1
 
 reproduce-table1: $(VENV)/.core ## run Table 1 (needs data/stark and OPENAI_API_KEY), then build it; ARGS="logger=wandb ..."
-	$(PY) -m experiments.table1 reproduce $(ARGS)
+	$(PY) -m ark table1 --reproduce $(ARGS)
 
 table1-demo: $(VENV)/.local ## a shrunk Table 1 on the demo graph with the local model (ARGS: more overrides)
-	$(PY) -m experiments.table1 reproduce graph=demo backbone=local limit=5 $(ARGS) --runs results/runs-demo --out results/demo
+	$(PY) -m ark table1 --reproduce --runs results/runs-demo --out results/demo graph=demo backbone=local limit=5 $(ARGS)
 
 figures: $(VENV)/.core ## the paper's figures and tables from run directories (no LLM calls)
-	$(PY) -m experiments.figures results/runs --out results/figures
+	$(PY) -m ark figures results/runs --out results/figures
 
 viewer: $(VENV)/.core ## HTML trajectory viewer: make viewer RUN=results/runs/<exp>/<graph>/<run>
-	$(PY) -m experiments.viewer $(RUN) --out $(RUN)/viewer.html
+	$(PY) -m ark viewer $(RUN) --out $(RUN)/viewer.html
 
 # --- benchmarks (print ratios measured side by side in one run) ----------------------------------
 bench-graph: $(VENV)/.core ## graph store at MAG scale (about 6 GiB, 3-5 min; SCALE=0.1 for a quick run)

@@ -11,13 +11,12 @@ ranked (STaRK's evaluator puts unscored candidates in one tie at the bottom anyw
 
 The candidate index is cached in ``<cache_dir>/bm25_candidates_unstemmed`` (``bm25_unstemmed`` when
 every node is a candidate; with ``stem=True`` the names lose the suffix, and the latter is the tools'
-global index). ``python -m ark.baselines <graph> "query"`` prints a top 10.
+global index). Runs build them from ``conf/retriever/`` (`ark.config.retrievers`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from pathlib import Path
 
@@ -119,20 +118,3 @@ class HybridRetriever:
         return ids.tolist()
 
     aretrieve = BM25Retriever.aretrieve
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        raise SystemExit('usage: python -m ark.baselines <graph name or tables folder> "query"')
-    from ark.cli.main import load_source
-
-    source = load_source(args[0])
-    graph = source.graph()
-    retriever = BM25Retriever(graph, source.cache_dir)
-    for i in retriever.retrieve(args[1])[:10]:
-        print(f"{i:>8}  [{graph.node_type_name(i)}] {graph.node_name(i)}")
-
-
-if __name__ == "__main__":
-    main()

@@ -94,10 +94,11 @@ async def bench(retriever: ARKRetriever, queries: list[str]):
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--graph", default="demo", choices=["demo", "toy"])
-    p.add_argument("--root", default="data")
+    p.add_argument("--root", default="data",
+                   help="data root: the demo graph under <root>/stark, caches under <root>/cache")
     p.add_argument("--queries", type=int, default=200)
-    p.add_argument("--agents", type=int, default=3)
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--n-agents", type=int, default=3, help="n, agents per query (budget.agent.n_agents)")
+    p.add_argument("--t-max", type=int, default=5, help="T_max, steps per agent (budget.agent.t_max)")
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--latency", type=float, default=0.2)
     args = p.parse_args(argv)
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     queries = list(dict.fromkeys(texts))[: args.queries]
     while len(queries) < args.queries:  # small graphs: make distinct keys
         queries.append(f"{texts[len(queries) % len(texts)]} #{len(queries)}")
-    convo = scripts_for(queries, toolset, args.steps)
+    convo = scripts_for(queries, toolset, args.t_max)
     print(f"graph {graph.name}: {graph.num_nodes} nodes, {graph.num_edges} edges; setup {time.perf_counter() - t0:.1f}s")
 
     ctx = mp.get_context("fork")
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     base_url = parent.recv()
     try:
         llm = LLMClient(BackboneConfig(provider="vllm", base_url=base_url, model="scripted", timeout_s=60))
-        cfg = AgentConfig(n_agents=args.agents, t_max=args.steps, concurrency=args.concurrency)
+        cfg = AgentConfig(n_agents=args.n_agents, t_max=args.t_max, concurrency=args.concurrency)
         retriever = ARKRetriever(llm, toolset, graph, cfg)
         results, wall, cpu = asyncio.run(bench(retriever, queries))
     finally:
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     for r in results:
         for t in r.trajectories:
             stops[t.stop_reason] = stops.get(t.stop_reason, 0) + 1
-    print(f"{args.queries} queries x {args.agents} agents x {args.steps} steps at concurrency {args.concurrency}, "
+    print(f"{args.queries} queries x {args.n_agents} agents x {args.t_max} steps at concurrency {args.concurrency}, "
           f"server latency {args.latency * 1e3:.0f} ms (server saw {server_calls} requests incl. warm-up)")
     print(f"LLM calls: {calls}   stop reasons: {stops}")
     print(f"wall time: {wall:.2f} s   ideal: {ideal:.2f} s   ratio: {wall / ideal:.3f}x (target <= 1.2x)")
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     llm_ms = np.array([s.llm_latency_s for s in steps]) * 1e3
     print(f"LLM call latency seen by the client (ms; the server waits {args.latency * 1e3:.0f}): "
           f"p50 {np.percentile(llm_ms, 50):.1f}  p99 {np.percentile(llm_ms, 99):.1f}")
-    packed = -(-args.queries * args.agents // args.concurrency) * args.steps * args.latency
+    packed = -(-args.queries * args.n_agents // args.concurrency) * args.t_max * args.latency
     print(f"floor with one slot per running agent: {packed:.2f} s ({packed / ideal:.3f}x ideal: the last "
           f"wave of agents does not fill all {args.concurrency} slots)")
     budget = 1e3 / (args.concurrency / args.latency)

@@ -1,10 +1,10 @@
 """Benchmark failure attribution against loading the trajectories it reads, side by side in one run.
 
     python scripts/bench_attribution.py                 # 1,000 queries x 3 agents x 10 steps
-    python scripts/bench_attribution.py --n 200 --steps 20
+    python scripts/bench_attribution.py --n 200 --t-max 20
 
 A run directory is written through the runner's own code path (`ark.eval.runner.run_queries` with a
-stand-in retriever returning real `ark.trajectory.Trajectory` records): per agent ``--steps`` steps,
+stand-in retriever returning real `ark.trajectory.Trajectory` records): per agent ``--t-max`` steps,
 each one graph-tool call whose observation is rendered by `ark.observation.render` (5 nodes for a
 search, 20 for a neighbor call, 160-character snippets, as the tools render them) with the shown ids
 recorded, then select + finish; the chat messages hold the observations again, as the agent's do.
@@ -118,19 +118,20 @@ def best_of(fn, repeats: int = 3) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=1000, help="queries")
-    ap.add_argument("--agents", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=10, help="steps per agent")
+    ap.add_argument("--n-agents", type=int, default=3, help="n, agents per query (budget.agent.n_agents)")
+    ap.add_argument("--t-max", type=int, default=10, help="T_max, steps per agent (budget.agent.t_max)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    for name in ("n", "agents", "steps"):
-        if getattr(args, name) < 1 + (name == "steps"):
-            raise SystemExit(f"--{name} must be >= {1 + (name == 'steps')}, got {getattr(args, name)}")
+    for name in ("n", "n_agents", "t_max"):
+        if getattr(args, name) < 1 + (name == "t_max"):
+            flag = "--" + name.replace("_", "-")
+            raise SystemExit(f"{flag} must be >= {1 + (name == 't_max')}, got {getattr(args, name)}")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         t0 = time.perf_counter()
-        write_run(out, args.n, args.agents, args.steps, args.seed)
+        write_run(out, args.n, args.n_agents, args.t_max, args.seed)
         size = sum(f.stat().st_size for f in (out / "trajectories").iterdir())
-        print(f"wrote {args.n} queries x {args.agents} agents x {args.steps} steps "
+        print(f"wrote {args.n} queries x {args.n_agents} agents x {args.t_max} steps "
               f"({size / 1e6:.1f} MB of trajectories) in {time.perf_counter() - t0:.1f} s")
         run = RunDir(out)
         records = run.records("ok")

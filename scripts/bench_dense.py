@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scale", type=float, default=0.02, help="fraction of MAG's 1.9M nodes")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--texts", type=int, default=512, help="demo documents to encode (part 1)")
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / "data"))
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1] / "data"),
+                    help="data root: the demo graph under <root>/stark, caches under <root>/cache")
     ap.add_argument("--lexical", action="store_true", help="also BM25 and hybrid (builds the synthetic graph)")
     ap.add_argument("--skip-encoding", action="store_true")
     ap.add_argument("--skip-search", action="store_true")
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--spread", type=float, default=0.6, help="noise around a cluster center, relative to it")
     a = ap.parse_args(argv)
     if not a.skip_encoding:
-        bench_encoding(a.texts, a.data)
+        bench_encoding(a.texts, a.root)
     if not a.skip_search:
         bench_search(a.scale, a.queries, a.lexical, kinds=tuple(k for k in a.kinds.split(",") if k),
                      hnsw_m=a.hnsw_m, efc=a.ef_construction, ef_search=a.ef_search, nprobe=a.nprobe,

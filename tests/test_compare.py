@@ -55,8 +55,22 @@ def test_bad_settings_name_the_valid_choices():
         C.paired_diff([1.0], [0.0], test="ttest")
     with pytest.raises(ValueError, match="one length"):
         C.paired_diff([1.0, 0.0], [0.0])
-    with pytest.raises(SystemExit, match="valid tests"):
-        C.main(["a", "b", "--test", "ttest"])
+
+
+
+
+def test_ark_compare_prints_the_paired_table_and_names_a_bad_test(tmp_path, capsys):
+    from ark.cli.main import main
+
+    ref = _run(tmp_path, "full", [q % 2 == 0 for q in range(24)])
+    run = _run(tmp_path, "better", [True] * 24)
+    assert main(["compare", str(run), str(ref), "--metrics", "hit@1", "mrr"]) == 0
+    out = capsys.readouterr().out
+    assert out == (f"{run}\n  minus {ref}  (wilcoxon; * p < 0.05; values in %)\n"
+                   + C.format_table(C.compare_runs(run, ref, ("hit@1", "mrr"))) + "\n")
+    assert main(["compare", str(run), str(ref), "--test", "ttest"]) == 2
+    assert capsys.readouterr().err == ("ark compare: error: unknown paired test 'ttest'; valid tests: "
+                                       "wilcoxon, permutation\n")
 
 
 def _run(root, name, hits: list[bool], gold_offset: int = 0, failed=()):
@@ -96,7 +110,8 @@ def test_a_run_with_compare_to_records_the_paired_differences(tmp_path):
     import json
     from pathlib import Path
 
-    from experiments.run import compose, run
+    from ark.config.compose import compose
+    from ark.config.run import run
     from tests.helpers.scripted_server import ScriptedServer
     from tests.helpers.paths import DEMO_ROOT
     from tests.helpers.policies import search_select_finish

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from experiments.run import compose, run_info
+from ark.config.compose import compose
+from ark.config.identity import run_info
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,7 +20,7 @@ def test_each_variant_composes_its_own_run():
     spec = importlib.util.spec_from_file_location("compare_local_options", ROOT / "scripts" / "compare_local_options.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    args = argparse.Namespace(limit=3, t_max=4, agents=1)
+    args = argparse.Namespace(limit=3, t_max=4, n_agents=1)
     dirs = set()
     variants = {**mod.VARIANTS, "first_search+stop_on_repeat": ("first_search", "stop_on_repeat")}
     for variant, on in variants.items():

@@ -7,7 +7,9 @@ import pytest
 from hydra.utils import get_class, instantiate
 
 from ark.data.sources import StarkSource
-from experiments.run import CONF_DIR, compose, run_info, sweep_points
+from ark.config.compose import compose, sweep_points
+from ark.config.identity import run_info
+from ark.config.location import option_names
 
 GROUPS = ("graph", "backbone", "budget", "ablation", "search", "encoder", "retriever", "logger")
 
@@ -23,7 +25,7 @@ def points(*overrides: str) -> tuple[tuple[str, ...], ...]:
 
 
 def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    return option_names(group)
 
 
 def test_groups_have_the_promised_options():
@@ -97,6 +99,14 @@ def test_every_experiment_and_sweep_point_composes(experiment):
     assert len(small) < len(grid)
 
 
+def test_sweeps_of_the_command_line_join_the_experiments():
+    assert points("retriever=bm25", "split=test,val") == (("retriever=bm25", "split=test"),
+                                                          ("retriever=bm25", "split=val"))
+    grid = points("experiment=table1", "graph=demo", "limit=2,3")
+    assert len(grid) == 2 * 2 * 2 and {p[-1] for p in grid} == {"limit=2", "limit=3"}   # retriever x backbone x limit
+    assert all("graph=demo" in p for p in grid)                                        # the command line wins
+
+
 def test_experiment_grids_match_the_paper():
     t1 = {tuple(sorted(run_info(composed(p)).items())) for p in points("experiment=table1")}
     runs = [dict(x) for x in t1]
@@ -131,3 +141,17 @@ def test_distillation_experiments_carry_the_papers_settings():
     assert (t.epochs, t.max_length, t.learning_rate, t.lora_r, t.lora_alpha, t.lora_dropout) == (1, 16384, 1e-5, 32, 64, 0.1)
     assert dis.distill.train_dirs == ["results/runs/collect-train/prime/ark-gpt-4.1-t20_n3-full_train"]
     assert col.out_dir == dis.distill.train_dirs[0]  # distill reads what collect writes
+
+
+def test_the_config_location_is_the_checkout_or_the_package(tmp_path, monkeypatch):
+    from ark.config import location
+
+    assert location.conf_dir() == Path(__file__).resolve().parents[1] / "conf"   # this checkout's conf/
+    pkg = tmp_path / "site" / "ark"
+    (pkg / "conf").mkdir(parents=True)
+    monkeypatch.setattr(location, "_PACKAGE", pkg)
+    assert location.conf_dir() == tmp_path / "site" / "conf"     # an empty ark/conf/ is not a config folder
+    (pkg / "conf" / "config.yaml").write_text("x: 1\n")
+    assert location.conf_dir() == pkg / "conf"                   # configs shipped inside the package win
+    with pytest.raises(FileNotFoundError, match=r"no diagnose\.yaml in .*site/ark/conf: the configs ship with"):
+        compose([], config_name="diagnose")

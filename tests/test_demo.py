@@ -82,18 +82,21 @@ def graph(files) -> dict:
     return {"adj": adj, "canonical": canonical}
 
 
-def test_two_builds_are_byte_identical_and_cli_prints_statistics(root, tmp_path, capsys):
-    writer.main(["--root", str(tmp_path)])
-    printed = capsys.readouterr().out
+def test_two_builds_are_byte_identical_and_ark_build_prints_statistics(root, tmp_path, capsys):
+    from ark.cli.main import main
+
+    assert main(["build", "--graph", "demo", "--root", str(tmp_path)]) == 0     # the demo under <root>/stark
+    printed = json.loads(capsys.readouterr().out)
     first = {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-    second = {p.relative_to(tmp_path): p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    built = tmp_path / "stark"
+    second = {p.relative_to(built): p.read_bytes() for p in sorted(built.rglob("*")) if p.is_file()}
     assert first.keys() == second.keys()
     assert [k for k in first if first[k] != second[k]] == []
     stats = json.loads((root / "skb" / "demo" / "build_info.json").read_text())
-    for node_type, n in stats["nodes"].items():
-        assert f"{node_type}" in printed and str(n) in printed
-    assert f"test                 {stats['queries']['test']:>9}" in printed
-    assert "average gold answers per query" in printed
+    assert printed["nodes_per_type"] == stats["nodes"] and printed["nodes"] == stats["num_nodes"]
+    assert {s: printed["queries_per_split"][s] for s in stats["queries"]} == stats["queries"]
+    assert printed["cache"] == str(tmp_path / "cache" / "demo")
+    assert printed["hpo_version"] == stats["hpo_version"] and printed["builder_version"] == stats["builder_version"]
 
 
 def test_processed_folder_holds_exactly_the_prime_files(root):

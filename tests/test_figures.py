@@ -1,4 +1,4 @@
-"""Figures and tables (experiments/figures.py) on small synthetic run dirs with known values."""
+"""Figures and tables (ark.eval.figures) on small synthetic run dirs with known values."""
 from __future__ import annotations
 
 import json
@@ -10,14 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import figures as F
+from ark.config.options import ablation_labels
+from ark.eval import figures as F
 
 try:
     from tests.helpers.fixtures_runs import QuerySpec, budget_grid, make_config, write_run
 except ImportError:  # tests/ on sys.path instead of the repo root
     from fixtures_runs import QuerySpec, budget_grid, make_config, write_run
 
-PAPER = Path(F.__file__).resolve().parent.parent / "results" / "paper"
+PAPER = F.PAPER_DIR
 
 
 def _queries(n_hit1: int, n: int = 4, latency: float = 1.0, tools=None) -> list[QuerySpec]:
@@ -153,7 +154,8 @@ def test_ablation_table_puts_paper_numbers_beside_ours(tmp_path):
     row = data[(data.setup == "no_neighbors") & (data.graph == "mag") & (data.metric == "hit@1")].iloc[0]
     assert row.ours == pytest.approx(25.0) and row.paper == pytest.approx(30.5)
     assert row.delta == pytest.approx(25.0 - 30.5)
-    texts = F.comparison_table(data, "setup", ("hit@1", "recall@20"), list(F.ABLATIONS), F.ABLATIONS)
+    labels = ablation_labels()
+    texts = F.comparison_table(data, "setup", ("hit@1", "recall@20"), list(labels), labels)
     assert "| w/o Neighbors |" in texts["md"] and "25.0 (30.5)" in texts["md"]
     assert "75.0 (79.2)" in texts["md"]                                  # full, MAG Hit@1
     assert "– (58.5)" in texts["md"]                                     # AMAZON not run
@@ -173,7 +175,8 @@ def test_tables_mark_paired_differences_that_hold(tmp_path):
     assert row.loc["no_neighbors", "paired_ci_high"] < 0 and row.loc["no_neighbors", "reference"] == "full"
     assert row.loc["no_neighbors", "p_value"] < 0.05 < row.loc["no_query_rank", "p_value"]
     assert pd.isna(row.loc["full", "p_value"]) and not row.loc["full", "significant"]
-    texts = F.comparison_table(data, "setup", ("hit@1", "recall@20"), list(F.ABLATIONS), F.ABLATIONS)
+    labels = ablation_labels()
+    texts = F.comparison_table(data, "setup", ("hit@1", "recall@20"), list(labels), labels)
     assert "| w/o Neighbors | – (54.5) | – (55.4) | 50.0* (30.5) | 50.0* (39.4) |" in texts["md"]
     assert "95.8 (72.1)" in texts["md"] and "differs from Full" in texts["md"]
     assert {"paired_diff", "p_value", "significant"} <= set(pd.read_csv(pd.io.common.StringIO(texts["csv"])))
@@ -192,7 +195,7 @@ def test_attribution_figure_counts_each_class(tmp_path):
     assert full["count"].to_dict() == {"retrieved": 1, "never_surfaced": 1, "surfaced_not_selected": 1,
                                        "selected_fused_out": 0, "beyond_top": 1}
     assert full["share"].sum() == pytest.approx(1.0)
-    assert set(data.run) == {"gpt-4.1 · Full · T=20, n=3", "gpt-4.1 · w/o Neighbors · T=20, n=3"}
+    assert set(data.run) == {"ARK + gpt-4.1 (t20_n3, full)", "ARK + gpt-4.1 (t20_n3, no_neighbors)"}   # run_label
     fig = F.plot_attribution(data)
     ax = fig.axes[0]
     heights = [p.get_height() for p in ax.patches]
@@ -216,9 +219,11 @@ def test_backbone_names_match_paper_rows(tmp_path):
     assert len(fig.axes) == 3 * 4
 
 
-def test_cli_writes_every_output(tmp_path, capsys):
+def test_ark_figures_writes_every_output(tmp_path, capsys):
+    from ark.cli.main import main
+
     budget_grid(tmp_path / "runs", graphs=("amazon", "mag"), t_maxes=(5, 10), n_agents=(1, 3), n_queries=4)
-    assert F.main([str(tmp_path / "runs"), "--out", str(tmp_path / "figs")]) == 0
+    assert main(["figures", str(tmp_path / "runs"), "--out", str(tmp_path / "figs")]) == 0
     out = tmp_path / "figs"
     for stem in ("fig2_budget_heatmaps", "fig3_tool_use", "fig5_neighbor_calls", "fig4_backbones",
                  "fig_attribution"):
@@ -231,6 +236,16 @@ def test_cli_writes_every_output(tmp_path, capsys):
     cells = pd.read_csv(out / "fig2_budget_heatmaps.csv")
     assert len(cells) == 2 * 3 * 4                                       # graphs x metrics x cells
     assert "several backbones" not in capsys.readouterr().out
+    assert (out / "table2_ablation.md").read_text().splitlines()[2].startswith("| Full |")   # the configs' labels
+
+
+def test_ark_figures_without_run_dirs_is_one_line(tmp_path, capsys):
+    from ark.cli.main import main
+
+    assert main(["figures", str(tmp_path), "--out", str(tmp_path / "figs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ark figures: error: no run dirs (folders with predictions.jsonl) under") and err.count("\n") == 1
+    assert not (tmp_path / "figs").exists()
 
 
 def test_find_run_dirs_rejects_missing_path(tmp_path):
@@ -241,15 +256,20 @@ def test_find_run_dirs_rejects_missing_path(tmp_path):
 
 
 def test_ablation_names_and_labels_come_from_the_configs():
-    from experiments.run import compose
+    from ark.config.compose import compose
+    from ark.config.location import conf_dir
 
-    names = [p.stem for p in sorted((F.CONF_DIR / "ablation").glob("*.yaml"))]
-    assert list(F.ABLATIONS)[0] == "full" and sorted(F.ABLATIONS) == sorted(names)
+    labels = ablation_labels()
+    names = [p.stem for p in sorted((conf_dir() / "ablation").glob("*.yaml"))]
+    assert list(labels)[0] == "full" and sorted(labels) == sorted(names)
     for name in names:   # what a run records as its ablation is the key the tables look up
         cfg = compose([f"ablation={name}"])
-        assert cfg.ablation.name == name and F.ABLATIONS[name] == cfg.ablation.label
+        assert cfg.ablation.name == name and labels[name] == cfg.ablation.label
     paper = F.load_paper_table("table2_ablation", PAPER)
-    assert set(paper.setup) <= set(F.ABLATIONS)   # every paper toolset has its config (paging is ours)
+    assert set(paper.setup) <= set(labels)   # every paper toolset has its config (paging is ours)
+    # without the configs' labels a toolset is shown by its name, the full toolset first
+    assert F.ablation_order(["no_neighbors", "full"]) == {"full": "full", "no_neighbors": "no_neighbors"}
+    assert list(F.ablation_order(["paging"], labels)) == list(labels)
 
 
 def test_stark_shares_file_is_cited():

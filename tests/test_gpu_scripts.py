@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 import pytest
 from hydra.utils import instantiate
 
-from experiments.run import compose
+from ark.config.compose import compose
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,6 +95,7 @@ def test_gpu_check_commands_fit_together(size, tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = [shlex.split(l[2:]) for l in proc.stdout.splitlines() if l.startswith("+ ")]
     python = {Path(c[1]).stem: c[2:] for c in lines if len(c) > 1 and c[1].startswith("experiments/")}
+    python.update({"run": c[4:] for c in lines if c[1:4] == ["-m", "ark", "run"]})     # ark run ...
     collects = [c[2:] for c in lines if len(c) > 1 and c[1] == "experiments/collect.py"]
     assert len(collects) == 2 and set(python) == {"collect", "distill", "run"}
     train, val = (compose(o) for o in collects)

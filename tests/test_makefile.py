@@ -66,7 +66,7 @@ def test_user_facing_recipes_leave_the_mode_to_the_user(recipes, target):
 
 def test_a_recipe_sets_no_mode_of_its_own(recipes):
     ((mode, command),) = recipes["reproduce-table1 (no WANDB_MODE)"]
-    assert mode == "<unset>" and command.startswith("python -m experiments.table1 reproduce")
+    assert mode == "<unset>" and command.startswith("python -m ark table1 --reproduce")
 
 
 def test_reproduce_table1_with_a_key_logs_online(tmp_path):

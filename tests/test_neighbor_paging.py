@@ -88,7 +88,7 @@ def test_bad_offsets(paging):
 def test_paging_config_composes():
     from hydra.utils import instantiate
 
-    from experiments.run import compose
+    from ark.config.compose import compose
 
     cfg = compose(["ablation=paging"])
     tools = instantiate(cfg.ablation.tools)

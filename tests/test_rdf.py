@@ -218,7 +218,8 @@ def test_ark_build_search_and_neighbors_on_the_rdf_graph(tmp_path, capsys):
 
 
 def _run(tmp_path, *extra, path=TTL, policy=None):
-    from experiments.run import compose, run
+    from ark.config.compose import compose
+    from ark.config.run import run
     from tests.helpers.scripted_server import ScriptedServer
     from tests.helpers.policies import search_explore_select
 

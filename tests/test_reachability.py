@@ -1,4 +1,5 @@
-"""The reachability ceiling (`ark.eval.reachability`, `experiments/diagnose.py`) on the hand-written toy graph.
+"""The reachability ceiling (`ark.eval.reachability`; the job `ark.config.jobs.diagnose` behind `ark diagnose`
+and experiments/diagnose.py) on the hand-written toy graph.
 
 Expected levels are worked out by hand from tests/helpers/toy_graph.py: "hERG" occurs only in KCNH2's text
 (node 5), so search_graph("hERG", k=1) shows [5]; 5's neighbors are 2 (Long QT syndrome) and 7
@@ -11,6 +12,9 @@ import json
 
 import pytest
 
+from ark.config import jobs
+from ark.config.compose import compose
+from ark.config.location import option_names
 from ark.eval import reachability as R
 from ark.data.sources import GraphSource
 from ark.data.stark import Query, QuerySet
@@ -113,12 +117,10 @@ class MissingSource(ToySource):
 
 
 def test_diagnose_writes_summary_and_rows(tmp_path, capsys):
-    from experiments import diagnose
-
-    cfg = diagnose.compose(["graph._target_=tests.test_reachability.ToySource", "graph.name=toy",
-                            f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/out", "progress=false",
-                            "reach.ks=[1]", "reach.neighbors_k=1", "reach.filters=[none]"])
-    summary = diagnose.run(cfg)
+    cfg = compose(["graph._target_=tests.test_reachability.ToySource", "graph.name=toy",
+                   f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/out", "progress=false",
+                   "reach.ks=[1]", "reach.neighbors_k=1", "reach.filters=[none]"], config_name="diagnose")
+    summary = jobs.diagnose(cfg)
     doc = json.loads((tmp_path / "out" / "reach.json").read_text())
     assert doc["summary"] == summary and doc["graph"] == "toy" and doc["settings"]["ks"] == [1]
     assert summary["k1"]["hop2"]["recall"] == 0.875
@@ -129,36 +131,32 @@ def test_diagnose_writes_summary_and_rows(tmp_path, capsys):
 
 
 def test_diagnose_rejects_bad_settings_before_loading(tmp_path):
-    from experiments import diagnose
-
-    cfg = diagnose.compose(["graph._target_=tests.test_reachability.Unloadable", f"out_dir={tmp_path}/o",
-                            "reach.filters=[typed]"])
+    cfg = compose(["graph._target_=tests.test_reachability.Unloadable", f"out_dir={tmp_path}/o",
+                   "reach.filters=[typed]"], config_name="diagnose")
     with pytest.raises(ValueError, match="choose from"):
-        diagnose.run(cfg)
-    cfg = diagnose.compose(["graph._target_=tests.test_reachability.MissingSource", "graph.name=toy",
-                            f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/o"])
+        jobs.diagnose(cfg)
+    cfg = compose(["graph._target_=tests.test_reachability.MissingSource", "graph.name=toy",
+                   f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/o"], config_name="diagnose")
     with pytest.raises(SystemExit, match="toy files are missing"):
-        diagnose.run(cfg)
+        jobs.diagnose(cfg)
     assert not (tmp_path / "o").exists() and not (tmp_path / "data").exists()
 
 
 def test_diagnose_config_composes_for_every_graph():
-    from experiments import diagnose
-
-    for g in sorted(p.stem for p in (diagnose.CONF_DIR / "graph").glob("*.yaml")):
-        cfg = diagnose.compose([f"graph={g}"])
+    for g in option_names("graph"):
+        cfg = compose([f"graph={g}"], config_name="diagnose")
         assert cfg.out_dir == f"results/diagnose/{g}/test-full"
-        assert diagnose.settings_from(cfg).neighbors_k == 20
+        assert jobs.reach_settings(cfg).neighbors_k == 20
 
 
 def test_diagnose_runs_on_a_tables_graph(tmp_path):
     """The hand-made tables graph (tests/data/tables_kg, ark.data.tables.TablesSource) through the same entry."""
-    from experiments import diagnose
+    from hydra.utils import instantiate
 
-    cfg = diagnose.compose(["graph=tables", f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/out",
-                            "progress=false", "reach.ks=[5]", "reach.filters=[none]"])
-    summary = diagnose.run(cfg)
-    queries = diagnose.instantiate(cfg.graph).queries().split("test")
+    cfg = compose(["graph=tables", f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/out",
+                   "progress=false", "reach.ks=[5]", "reach.filters=[none]"], config_name="diagnose")
+    summary = jobs.diagnose(cfg)
+    queries = instantiate(cfg.graph).queries().split("test")
     e = summary["k5"]
     assert e["queries"] == len(queries) > 0 and e["gold"] == sum(len(set(q.answer_ids)) for q in queries)
     levels = [e[lv]["recall"] for lv in ("search", "neighbors", "hop1", "hop2")]

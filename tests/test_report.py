@@ -8,7 +8,7 @@ import pytest
 
 from ark.eval.table1 import build_table1, read_paper_table, write_table1
 from ark.eval.runner import RunSettings, run_queries
-from experiments import table1 as table1_cli
+from ark.cli.main import main
 from tests.helpers.tiny_retriever import TinyRetriever, make_queries
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,25 +79,31 @@ def test_table1_from_runs(tmp_path):
     assert tex.read_text().count(r"\\") > 20 and r"\begin{tabular}" in tex.read_text()
 
 
-def test_table1_cli_builds_from_run_dirs_only(tmp_path):
+def test_ark_table1_builds_from_run_dirs_only(tmp_path, capsys):
     make_run(tmp_path / "runs", "demo", "bm25")
-    rc = table1_cli.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "res")])
+    rc = main(["table1", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "res")])
     assert rc == 0
     assert {p.name for p in (tmp_path / "res").iterdir()} == {"table1.md", "table1.csv", "table1.tex"}
     assert "BM25" in (tmp_path / "res" / "table1.md").read_text()
+    capsys.readouterr()
+    # overrides belong to --reproduce: one line, nothing written
+    assert main(["table1", "graph=demo", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "res2")]) == 2
+    assert capsys.readouterr().err == "ark table1: error: overrides (graph=demo) are only for --reproduce\n"
+    assert not (tmp_path / "res2").exists()
 
 
 def test_reproduce_stops_with_a_clear_message(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    rc = table1_cli.main(["reproduce", f"paths.data={tmp_path / 'nodata'}", "--runs", str(tmp_path / "runs")])
+    rc = main(["table1", "--reproduce", f"paths.data={tmp_path / 'nodata'}", "--runs", str(tmp_path / "runs")])
     err = capsys.readouterr().err
-    assert rc == 2
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("ark table1: error: reproduce-table1 cannot start: ")
     assert "export OPENAI_API_KEY=" in err and "STaRK data for graph 'prime' is missing" in err
     assert not (tmp_path / "runs").exists()                    # nothing ran
 
 
 def test_shrunk_table1_on_demo_with_scripted_server(tmp_path, monkeypatch):
-    """`reproduce` end to end: the table1 sweep (Hydra multirun) on the demo graph, then the tables."""
+    """`ark table1 --reproduce` end to end: the table1 sweep (`ark run -m`, a Hydra multirun) on the demo
+    graph, then the tables."""
     from tests.helpers.scripted_server import ScriptedServer
     from tests.helpers.paths import DEMO_ROOT
     from tests.helpers.policies import search_select_finish
@@ -105,9 +111,9 @@ def test_shrunk_table1_on_demo_with_scripted_server(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     runs, out = tmp_path / "runs", tmp_path / "results"
     with ScriptedServer(responder=search_select_finish) as server:
-        rc = table1_cli.main(["reproduce", "graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}",
-                              "limit=4", "budget=t5_n1", "progress=false", "n_boot=100", f"paths.data={DEMO_ROOT}",
-                              f"paths.llm_cache={tmp_path}/llm.sqlite", "--runs", str(runs), "--out", str(out)])
+        rc = main(["table1", "--reproduce", "graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}",
+                   "limit=4", "budget=t5_n1", "progress=false", "n_boot=100", f"paths.data={DEMO_ROOT}",
+                   f"paths.llm_cache={tmp_path}/llm.sqlite", "--runs", str(runs), "--out", str(out)])
         assert rc == 0 and server.calls == 4 * 2                    # ARK: 4 queries x 2 steps, 1 agent
     run_dirs = sorted(p.name for p in (runs / "table1" / "demo").iterdir())
     assert run_dirs == ["ark-scripted-t5_n1-full_test_limit4", "bm25_test_limit4"]
@@ -122,7 +128,8 @@ def test_shrunk_table1_on_demo_with_scripted_server(tmp_path, monkeypatch):
 
 
 def test_a_single_run_stops_before_work_with_each_fix(tmp_path, monkeypatch):
-    from experiments.run import compose, run
+    from ark.config.compose import compose
+    from ark.config.run import run
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cfg = compose([f"paths.data={tmp_path / 'nodata'}", "graph=prime", "backbone=gpt-4.1",
@@ -130,6 +137,6 @@ def test_a_single_run_stops_before_work_with_each_fix(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as ei:
         run(cfg)
     msg = str(ei.value)
-    assert f"python -m ark.data.stark download prime --root {tmp_path / 'nodata' / 'stark'}" in msg
+    assert f"ark download prime --root {tmp_path / 'nodata'}" in msg
     assert "export OPENAI_API_KEY=" in msg
     assert not (tmp_path / "runs").exists()                    # nothing ran

@@ -146,10 +146,17 @@ def test_shard_merge_equals_single_run(tmp_path):
     a, b = load_predictions(tmp_path / "single"), load_predictions(tmp_path / "merged")
     assert a.keys() == b.keys() and all(a[k]["ranking"] == b[k]["ranking"] for k in a)
     assert (tmp_path / "merged" / "trajectories" / "7.json").exists()
-    # CLI
-    out = subprocess.run([sys.executable, "-m", "ark.eval.shards", "merge", str(tmp_path / "merged")],
+    # ark merge, as a user types it: the shards under <run>/shards/ found by themselves
+    out = subprocess.run([sys.executable, "-m", "ark", "merge", str(tmp_path / "merged")],
                          capture_output=True, text=True, cwd=REPO, check=True).stdout
-    assert '"n": 23' in out and "mrr" in out
+    head = json.loads(out.splitlines()[0])
+    assert (head["n"], head["n_ok"], head["n_failed"], head["complete"]) == (23, 22, 1, False)
+    assert f"{'mrr':>10}: {single['metrics']['mrr']['mean']:.4f}" in out
+    # a run without shards: one line naming where it looked
+    bad = subprocess.run([sys.executable, "-m", "ark", "merge", str(tmp_path / "single")],
+                         capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 2 and bad.stderr == (f"ark merge: error: no shard directories given or found under "
+                                                  f"{tmp_path / 'single'}/shards\n")
 
 
 KILL_SCRIPT = """
@@ -195,7 +202,8 @@ def test_resume_after_kill_9(tmp_path):
 
 # --- the real pieces: demo graph, ARK agent, scripted OpenAI-compatible server -------------------
 def test_run_resumes_without_repeating_llm_calls(tmp_path, scripted, demo_root):
-    from experiments.run import compose, run
+    from ark.config.compose import compose
+    from ark.config.run import run
 
     server = scripted
     overrides = ["graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}", "limit=6",
@@ -261,7 +269,7 @@ def test_lines_that_are_not_records_are_skipped_and_recomputed(tmp_path, caplog)
     assert sum("is not a query record" in m for m in caplog.messages) >= 4
 
 
-# --- settings, run identity, one writer per directory (experiments/run.py) -----------------------
+# --- settings, run identity, one writer per directory (ark.config.run; experiments/run.py) ---------
 def _entry(args: list[str], cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0"}
     return subprocess.Popen([sys.executable, str(REPO / "experiments" / "run.py"), *args], cwd=cwd, env=env,
@@ -309,14 +317,14 @@ def test_corrected_command_runs_after_a_bad_one(tmp_path):
 
 
 def _bm25_cfg(tmp_path, *extra):
-    from experiments.run import compose
+    from ark.config.compose import compose
 
     return compose(["graph=demo", "retriever=bm25", "limit=3", f"paths.data={DEMO_ROOT}",
                     f"paths.runs={tmp_path}", "progress=false", "n_boot=50", *extra])
 
 
 def test_run_identity_covers_every_setting_that_changes_results(tmp_path):
-    from experiments.run import run_identity
+    from ark.config.identity import run_identity
 
     ark = run_identity(_bm25_cfg(tmp_path, "retriever=ark", "backbone=scripted"))
     for key in ("split", "limit", "seed", "metrics_mode", "n_boot", "budget.search_k", "budget.neighbors_k",
@@ -328,10 +336,45 @@ def test_run_identity_covers_every_setting_that_changes_results(tmp_path):
         assert key not in ark, key
     bm25 = run_identity(_bm25_cfg(tmp_path))
     assert not any(k.startswith(("backbone.", "budget.", "ablation.")) for k in bm25)
+    # where a configured class lives is not a setting: no _target_ in any identity
+    hybrid = run_identity(_bm25_cfg(tmp_path, "retriever=ark", "backbone=scripted", "search=hybrid"))
+    assert [k for k in (*ark, *bm25, *hybrid) if "_target_" in k] == []
+    assert "graph.root" in ark and "search.setup.config.mode" in hybrid      # their settings stay
+
+
+def test_a_run_made_before_the_library_layout_resumes(tmp_path):
+    """run.json of a directory made when the identity still held class import paths (e.g.
+    "backbone._target_": "ark.llm.BackboneConfig", before ark/ had subpackages): the same command
+    resumes it; a changed setting is still refused, and the refusal never names a _target_."""
+    from ark.config.compose import compose
+    from ark.config.run import run
+    from tests.helpers.scripted_server import ScriptedServer
+
+    with ScriptedServer(responder=search_select_finish) as server:
+        args = ["graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}", "limit=2",
+                "budget=t5_n1", f"paths.data={DEMO_ROOT}", f"paths.runs={tmp_path}",
+                f"paths.llm_cache={tmp_path}/llm.sqlite", "progress=false", "n_boot=20"]
+        first = run(compose(args))
+        out = Path(compose(args).out_dir)
+        info = json.loads((out / "run.json").read_text())
+        old = {"graph._target_": "ark.sources.DemoSource", "backbone._target_": "ark.llm.BackboneConfig",
+               "budget.agent._target_": "ark.agent.AgentConfig", "ablation.tools._target_": "ark.tools.ToolConfig"}
+        info["identity"] = {**info["identity"], **old}
+        info["fingerprint"] = "0123456789abcdef"
+        (out / "run.json").write_text(json.dumps(info, indent=1))
+        calls = server.calls
+        again = run(compose(args))
+        assert again["complete"] and again["this_run"]["computed"] == 0 and server.calls == calls
+        assert again["metrics"] == first["metrics"]
+        assert "_target_" not in json.dumps(json.loads((out / "run.json").read_text())["identity"])   # rewritten
+        (out / "run.json").write_text(json.dumps(info, indent=1))                 # the old file again
+        with pytest.raises(SystemExit, match=r"other settings: seed=0 there, 1 now; rerun") as e:
+            run(compose([*args, "seed=1"]))
+        assert "_target_" not in str(e.value)
 
 
 def test_a_directory_holds_one_identity_and_one_writer(tmp_path):
-    from experiments.run import run
+    from ark.config.run import run
 
     first = run(_bm25_cfg(tmp_path))
     out = tmp_path / "default" / "demo" / "bm25_test_limit3"
@@ -390,7 +433,7 @@ def search_select_then_finish(request: dict):
 
 
 def _ark_cfg(tmp_path, server, *extra):
-    from experiments.run import compose
+    from ark.config.compose import compose
 
     return compose(["graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}", "limit=4",
                     "budget=t5_n1", "budget.agent.n_agents=3", f"paths.data={DEMO_ROOT}",
@@ -400,7 +443,7 @@ def _ark_cfg(tmp_path, server, *extra):
 
 def test_one_failed_agent_degrades_its_query_and_the_rerun_retries_only_it(tmp_path):
     """Agent 1 of every query selects nodes, then its last call fails (HTTP 500, no retries left)."""
-    from experiments.run import run
+    from ark.config.run import run
     from tests.helpers.scripted_server import ScriptedServer, server_error
 
     broken = {"on": True}
@@ -440,7 +483,7 @@ def test_one_failed_agent_degrades_its_query_and_the_rerun_retries_only_it(tmp_p
 
 
 def test_a_deleted_trajectory_file_is_rebuilt_from_the_cache(tmp_path, caplog):
-    from experiments.run import run
+    from ark.config.run import run
     from tests.helpers.scripted_server import ScriptedServer
 
     with ScriptedServer(responder=search_select_then_finish) as server:

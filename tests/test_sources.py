@@ -71,7 +71,7 @@ def test_changed_raw_files_make_the_cache_stale(root, monkeypatch):
 
 
 def test_missing_raw_files_name_the_fetch_command(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"ark\.data\.stark download prime"):
+    with pytest.raises(FileNotFoundError, match=f"ark download prime --root {tmp_path}"):   # the data root
         StarkSource("prime", tmp_path).graph()
 
 
@@ -91,7 +91,8 @@ def test_edges_option_reaches_the_graph_from_hydra_and_has_its_own_cache(root, m
     from the stored ones, and the run's identity says which."""
     from hydra.utils import instantiate
 
-    from experiments.run import compose, run_info
+    from ark.config.compose import compose
+    from ark.config.identity import run_info
 
     reads = _count_reads(monkeypatch)
     cfg = compose(["graph=amazon", "graph.edges=stark", f"paths.data={root}"])

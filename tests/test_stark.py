@@ -6,6 +6,7 @@ comparison tier (tests/comparison/test_stark_graph.py) checks every node against
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import zipfile
@@ -215,7 +216,7 @@ def test_missing_file_names_file_and_fetch_command(root, tmp_path, name, file):
     (stark.graph_dir(name, r) / file).unlink()
     with pytest.raises(FileNotFoundError) as err:
         stark.read_graph(name, r)
-    assert file in str(err.value) and f"python -m ark.data.stark download {name} --root {r}" in str(err.value)
+    assert file in str(err.value) and f"ark download {name} --root {r.parent}" in str(err.value)
     assert stark.missing_files(name, r) == [f"skb/{name}/processed.zip"]
 
 
@@ -226,7 +227,7 @@ def test_truncated_file_is_reported(root, tmp_path, file):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(stark.StarkFileError, match="truncated or corrupted") as err:
         stark.read_graph("prime", r)
-    assert str(path) in str(err.value) and "python -m ark.data.stark download prime" in str(err.value)
+    assert str(path) in str(err.value) and "ark download prime --root" in str(err.value)
 
 
 def test_inconsistent_files_are_reported(root, tmp_path):
@@ -268,7 +269,7 @@ def test_query_errors(root, tmp_path):
     r = _copy(root, tmp_path)
     files = stark.qa_files("mag", r)
     files["test-0.1"].unlink()
-    with pytest.raises(FileNotFoundError, match=r"test-0\.1\.index.*python -m ark\.data\.stark download mag"):
+    with pytest.raises(FileNotFoundError, match=r"test-0\.1\.index.*ark download mag --root"):
         stark.read_queries("mag", r)
     files["test-0.1"].write_text("999\n")
     with pytest.raises(stark.StarkFileError, match=r"query ids not in stark_qa\.csv: \[999\]"):
@@ -354,16 +355,19 @@ def test_truncated_zip_is_reported_and_removed(tmp_path, monkeypatch):
         return str(dest)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", truncated)
-    with pytest.raises(stark.StarkFileError, match=r"processed\.zip is truncated or corrupted.*python -m ark\.data\.stark download prime"):
+    with pytest.raises(stark.StarkFileError, match=r"processed\.zip is truncated or corrupted.*ark download prime --root"):
         stark.download("prime", tmp_path, progress=False)
     assert not (tmp_path / "skb" / "prime" / "processed.zip").exists()
 
 
-def test_cli_check(root, tmp_path, capsys):
-    with pytest.raises(SystemExit) as ok:
-        stark.main(["check", "mag", "--root", str(root)])
-    assert ok.value.code == 0 and '"missing": []' in capsys.readouterr().out
-    with pytest.raises(SystemExit) as missing:
-        stark.main(["check", "prime", "--root", str(tmp_path)])
-    assert missing.value.code == 1 and "skb/prime/processed.zip" in capsys.readouterr().out
+def test_ark_download_check(root, tmp_path, capsys):
+    from ark.cli.main import main
+
+    data = tmp_path / "data"          # the data root: STaRK's files under data/stark
+    data.mkdir()
+    (data / "stark").symlink_to(root)
+    assert main(["download", "mag", "--check", "--root", str(data)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"graph": "mag", "root": str(data / "stark"), "missing": []}
+    assert main(["download", "prime", "--check", "--root", str(tmp_path / "empty")]) == 1
+    assert "skb/prime/processed.zip" in capsys.readouterr().out
     assert stark.missing_paths("prime", tmp_path)[:1] == ["skb/prime/processed/node_info.pkl"]

@@ -1,4 +1,4 @@
-"""`python -m ark.data.stark download` for real: huggingface_hub talking HTTP to a local stand-in for the hub.
+"""`ark download` for real: huggingface_hub talking HTTP to a local stand-in for the hub.
 
 The stand-in (tests/helpers/hub_server.py) serves a small dataset repo in STaRK's hub layout
 (tests/data/stark_fixtures.build_hub_repo: zipped processed files, QA csv, split files); the command
@@ -8,6 +8,7 @@ run it. Without a reachable hub the command must end in one line, not a tracebac
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -40,7 +41,7 @@ def _cli(args: list[str], tmp_path: Path, endpoint: str, offline: str = "0") -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
     env.update(HF_ENDPOINT=endpoint, HF_HUB_OFFLINE=offline, HF_HOME=str(tmp_path / "hf-home"),
                HF_HUB_DISABLE_TELEMETRY="1", PYTHONPATH=str(REPO), NO_PROXY="127.0.0.1,localhost")
-    return subprocess.run([sys.executable, "-m", "ark.data.stark", *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, "-m", "ark", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -58,8 +59,8 @@ def _same_graph(a, b) -> None:
 @pytest.mark.parametrize("name", stark.STARK_GRAPHS)
 def test_download_through_huggingface_hub_from_a_local_hub(hub, source, tmp_path, name):
     hub.requests.clear()
-    root = tmp_path / "stark"
-    r = _cli(["download", name, "--root", str(root), "--no-progress"], tmp_path, hub.url)
+    root = tmp_path / "data" / "stark"      # --root is the data root; STaRK's files go under <root>/stark
+    r = _cli(["download", name, "--root", str(root.parent), "--no-progress"], tmp_path, hub.url)
     assert r.returncode == 0, r.stderr
     assert f"{name}: all files present under {root}" in r.stdout
     # what was fetched: processed.zip and exactly the files under the folders stark-qa fetches
@@ -75,12 +76,15 @@ def test_download_through_huggingface_hub_from_a_local_hub(hub, source, tmp_path
 
     # everything on disk: a second run sends no request at all
     hub.requests.clear()
-    again = _cli(["download", name, "--root", str(root), "--no-progress"], tmp_path, hub.url)
+    again = _cli(["download", name, "--root", str(root.parent), "--no-progress"], tmp_path, hub.url)
     assert again.returncode == 0 and hub.requests == []
     # one split file lost: only the QA folder is asked for again, and only that file is sent
     (root / "qa" / name / "split" / "val.index").unlink()
     assert stark.missing_files(name, root) == [f"qa/{name}/"]
-    assert _cli(["download", name, "--root", str(root), "--no-progress"], tmp_path, hub.url).returncode == 0
+    check = _cli(["download", name, "--root", str(root.parent), "--check"], tmp_path, hub.url, offline="1")
+    assert check.returncode == 1 and json.loads(check.stdout) == {"graph": name, "root": str(root),
+                                                                  "missing": [f"qa/{name}/"]}
+    assert _cli(["download", name, "--root", str(root.parent), "--no-progress"], tmp_path, hub.url).returncode == 0
     assert hub.downloaded() == [f"qa/{name}/split/val.index"]
 
 
@@ -93,18 +97,18 @@ def _closed_port() -> int:
 @pytest.mark.parametrize("offline", ["0", "1"])
 def test_unreachable_hub_ends_in_one_line_with_the_missing_files_and_the_ways_out(tmp_path, offline):
     root = tmp_path / "data" / "stark"
-    r = _cli(["download", "prime", "--root", str(root), "--no-progress"], tmp_path,
+    r = _cli(["download", "prime", "--root", str(root.parent), "--no-progress"], tmp_path,
              f"http://127.0.0.1:{_closed_port()}", offline=offline)
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert "Traceback" not in r.stderr and r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     line = lines[0]
     reason = "the hub client is offline (HF_HUB_OFFLINE=1)" if offline == "1" else "could not reach the hub at http://127.0.0.1:"
-    assert line.startswith("error: cannot download STaRK prime: " + reason)
+    assert line.startswith("ark download: error: cannot download STaRK prime: " + reason)
     for path in ("skb/prime/processed/node_info.pkl", "qa/prime/stark_qa/stark_qa.csv", "qa/prime/split/test.index"):
         assert path in line
-    assert "HF_ENDPOINT" in line and f"python -m ark.data.stark check prime --root {root}" in line
+    assert "HF_ENDPOINT" in line and f"ark download prime --root {root.parent} --check" in line
     assert "unzip skb/prime/processed.zip into skb/prime/" in line
 
 
@@ -112,7 +116,16 @@ def test_hub_answering_an_error_is_one_line_too(tmp_path):
     empty = tmp_path / "empty-repo"
     empty.mkdir()
     with HubServer(empty) as server:
-        r = _cli(["download", "mag", "--root", str(tmp_path / "stark"), "--no-progress"], tmp_path, server.url)
-    assert r.returncode == 1 and "Traceback" not in r.stderr
+        r = _cli(["download", "mag", "--root", str(tmp_path), "--no-progress"], tmp_path, server.url)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert "the hub at " + server.url + " answered HTTP 404" in r.stderr
+
+
+def test_an_unknown_graph_is_one_line_with_the_choices(tmp_path, capsys):
+    from ark.cli.main import main
+
+    assert main(["download", "wikidata", "--root", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == ("ark download: error: unknown STaRK graph 'wikidata'; "
+                                       f"valid: {', '.join(stark.STARK_GRAPHS)}, all\n")
+    assert list(tmp_path.iterdir()) == []

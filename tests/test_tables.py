@@ -1,5 +1,5 @@
 """The tables format: the hand-made graph under tests/data/tables_kg, the export round trip, one-line
-errors naming file, row and column, the cache, and a whole run through experiments/run.py."""
+errors naming file, row and column, the cache, and a whole run through ark.config.run (as experiments/run.py runs it)."""
 
 from __future__ import annotations
 
@@ -246,7 +246,8 @@ def test_two_folders_under_the_default_name_never_share_a_cache(kg, tmp_path, mo
     resolved queries, and neither rebuilds the other's."""
     from hydra.utils import instantiate
 
-    from experiments.run import build_bm25, compose
+    from ark.config.compose import compose
+    from ark.config.retrievers import build_bm25
 
     other = tmp_path / "other"
     shutil.copytree(kg, other)
@@ -320,7 +321,8 @@ def test_to_pyg_has_typed_node_and_edge_stores(kg, tmp_path):
 
 # --- a whole run on the tables graph -------------------------------------------------------------
 def test_run_on_the_tables_graph_end_to_end(tmp_path):
-    from experiments.run import compose, run
+    from ark.config.compose import compose
+    from ark.config.run import run
     from tests.helpers.scripted_server import ScriptedServer
     from tests.helpers.policies import search_select_finish
 
@@ -339,7 +341,7 @@ def test_run_on_the_tables_graph_end_to_end(tmp_path):
     assert q1["gold_external"] == ["P1"] and q1["ranking_external"][0] == "P1"    # BM25 finds it first
     assert summary["metrics"]["hit@1"]["mean"] > 0
     assert (out / "trajectories" / "q1.json").exists()
-    from experiments.viewer import build_view, render_html
+    from ark.eval.viewer import build_view, render_html
 
     view = {q["query_id"]: q for q in build_view(out)["queries"]}       # the viewer names the external ids
     assert set(view) == {"q1", "q2", "q3", "q4", "q8"}

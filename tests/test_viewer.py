@@ -1,4 +1,4 @@
-"""Trajectory viewer (experiments/viewer.py): its data, its self-containment, and the page in
+"""Trajectory viewer (ark.eval.viewer, `ark viewer`): its data, its self-containment, and the page in
 headless Chromium (Debian's `chromium` + the `playwright` Python package; fails without them, so a
 viewer nobody could open never looks green)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import viewer as V
+from ark.eval import viewer as V
 
 try:
     from tests.helpers.fixtures_runs import QuerySpec, make_config, write_run
@@ -70,6 +70,23 @@ def test_html_is_self_contained_and_escapes_data(run, tmp_path):
 def test_bad_run_dir_names_the_expected_layout(tmp_path):
     with pytest.raises(FileNotFoundError, match="predictions.jsonl"):
         V.build_view(tmp_path)
+
+
+def test_ark_viewer_writes_the_page_and_names_a_bad_value(run, tmp_path, capsys):
+    from ark.cli.main import main
+
+    out = tmp_path / "page" / "v.html"
+    assert main(["viewer", str(run), "--out", str(out), "--limit", "2"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out} (")
+    assert out.read_text() == V.render_html(V.build_view(run, limit=2))
+    assert main(["viewer", str(tmp_path / "nothing"), "--out", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ark viewer: error: ") and "predictions.jsonl" in err and err.count("\n") == 1
+    assert not (tmp_path / "x.html").exists()
+    with pytest.raises(SystemExit) as e:
+        main(["viewer", str(run), "--limit", "0"])
+    assert e.value.code == 2 and capsys.readouterr().err == (
+        "ark viewer: error: argument --limit: --limit must be a whole number >= 1, got '0' (see --help)\n")
 
 
 def test_viewer_in_headless_chromium(run, tmp_path):

@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 
 from ark.eval import runner
 from ark.eval.logger import WandbLogger, read_offline_run
-from experiments.run import compose, run_info
+from ark.config.compose import compose
+from ark.config.identity import run_info
 from tests.helpers.fixtures_runs import QuerySpec, _run_stand_in
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ and ``meta.json``, written last, with the
 vocabularies, the sizes and a checksum per file. A truncated or corrupted cache raises
 `CacheError`; a graph source (`ark.data.sources`) then rebuilds it.
 
-Run ``python -m ark.data.graph <cache dir>`` to print a cached graph's statistics.
+``ark build --graph <name>`` prints a graph's statistics (`KnowledgeGraph.stats`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -564,14 +563,3 @@ def _file_check(path: Path) -> str:
 
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             return f"{size}:{_sample_digest(np.frombuffer(m, dtype=np.uint8))}"
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        raise SystemExit("usage: python -m ark.data.graph <graph cache dir>")
-    print(json.dumps(KnowledgeGraph.load(args[0]).stats(), indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -60,7 +60,7 @@ syntax (with the line as the parser reports it), an IRI used as class and instan
 under ``default_type: null``, an empty graph, unknown settings.
 
     python experiments/run.py graph=rdf graph.path=my_kg.ttl graph.name=my_kg
-    python -m ark.data.rdf my_kg.ttl [--classes]        # build and print the statistics
+    ark build --graph my_kg.ttl [--set classes=true]    # build and print the statistics
 """
 
 from __future__ import annotations
@@ -885,24 +885,3 @@ def _query_rows(queries, iris: list[str]) -> Iterator[dict]:
     for q in queries:
         if q.id in splits:
             yield {"id": q.id, "query": q.text, "answers": [iris[a] for a in q.answer_ids], "split": splits[q.id]}
-
-
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m ark.data.rdf", description="Build an RDF file's graph; print statistics.")
-    p.add_argument("path")
-    p.add_argument("--root", default=str(DEFAULT_ROOT))
-    p.add_argument("--classes", action="store_true", help="keep classes as nodes (ontologies)")
-    p.add_argument("--rebuild", action="store_true")
-    args = p.parse_args(argv)
-    try:
-        source = RdfSource(args.path, root=args.root, classes=args.classes)
-        graph = source.graph(rebuild=args.rebuild)
-    except RdfError as e:
-        raise SystemExit(f"error: {e}") from None
-    print(json.dumps({**graph.stats(), "build": source.build_stats(), "cache": str(source.cache_dir)}, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -117,13 +117,17 @@ class GraphSource:
         """The source's settings, for run records and ``ark build``."""
         return {"source": type(self).__name__, "name": self.name, "root": str(self.root)}
 
+    def build_stats(self) -> dict:
+        """What the build knows beyond the graph's own counts (``ark build`` prints it); none by default."""
+        return {}
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, root={str(self.root)!r})"
 
 
 class StarkSource(GraphSource):
     """One of STaRK's graphs (``amazon``, ``mag``, ``prime``) from the hub's files under ``<root>/stark``
-    (fetch them with ``python -m ark.data.stark download <name>``).
+    (fetch them with ``ark download <name>``).
 
     ``edges``: "stored" (default: every edge of ``edge_index.pt`` with its direction) or "stark"
     (stark-qa's SKB: pairs merged whatever their directions, `ark.data.stark.stark_undirected`); a "stark"
@@ -208,6 +212,16 @@ class DemoSource(StarkSource):
         from ark.data import stark
 
         return stark.read_queries("demo", self.raw_root)
+
+    def build_stats(self) -> dict:
+        """The HPO release the demo was built from (HPO's licence asks that it be shown) and the builder."""
+        import json
+
+        from ark.data.demo.writer import build_info_path
+
+        self.graph()
+        info = json.loads(build_info_path(self.raw_root).read_text())
+        return {"hpo_version": info.get("hpo_version"), "builder_version": info.get("builder_version")}
 
     def problems(self) -> list[str]:
         return []

@@ -29,24 +29,22 @@ This module owns everything that knows STaRK's on-disk layout (the hub layout of
   ``"stark"`` equals ``SKB.get_neighbor_nodes(i, r)``.
 * `read_queries` reads a QA set into a `QuerySet` (queries, gold answers, splits).
 
-Run::
+Run (``--root`` is the data root; these files go under ``<root>/stark``)::
 
-    python -m ark.data.stark download prime --root data/stark     # or mag, amazon, all
-    python -m ark.data.stark check prime --root data/stark        # are the files there? (offline)
+    ark download prime --root data               # or mag, amazon, all
+    ark download prime --root data --check       # are the files there? (offline)
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
-import json
 import logging
 import os
 import pickle
 import shutil
 import sys
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,11 +97,12 @@ def check_name(name: str) -> str:
     return name
 
 
-def fetch_command(name: str, root: Path | str = DEFAULT_ROOT) -> str:
-    """The shell command that puts the files of graph ``name`` under ``root``."""
+def fetch_command(name: str, root: Path | str = DEFAULT_ROOT, check: bool = False) -> str:
+    """The shell command that puts the files of graph ``name`` under ``root`` (the STaRK root, whose
+    parent is the data root the ``ark`` command takes), or with ``check`` lists those missing."""
     if name == "demo":
         return f"ark build --graph demo --root {Path(root).parent}"
-    return f"python -m ark.data.stark download {name} --root {root}"
+    return f"ark download {name} --root {Path(root).parent}" + (" --check" if check else "")
 
 
 # ====================================================================== layout
@@ -265,7 +264,7 @@ def _unreachable_message(name: str, root: Path, reason: str) -> str:
             f"Ways out: point HF_ENDPOINT at a mirror of the hub (e.g. HF_ENDPOINT=https://hf-mirror.example "
             f"{fetch_command(name, root)}), or copy the files of {REPO_ID} there by hand in the hub's layout "
             f"(unzip skb/{name}/processed.zip into skb/{name}/, keep qa/{name}/ as it is) and check with "
-            f"python -m ark.data.stark check {name} --root {root}")
+            f"{fetch_command(name, root, check=True)}")
 
 
 def _unzip_processed(zip_path: Path, target: Path, name: str, root: Path) -> None:
@@ -733,37 +732,3 @@ def read_queries(name: str, root: Path | str = DEFAULT_ROOT) -> QuerySet:
     if not (HUMAN_SPLIT in optional and not files[HUMAN_SPLIT].exists()):
         human = sorted(_read_csv(files[HUMAN_SPLIT], name, root), key=lambda q: q.id)
     return QuerySet(name, queries, splits, human)
-
-
-# ====================================================================== CLI
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ark.data.stark", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for cmd, helptext in (("download", "fetch the files stark-qa fetches (only the missing ones)"),
-                          ("check", "list missing files, offline")):
-        p = sub.add_parser(cmd, help=helptext)
-        p.add_argument("name", choices=STARK_GRAPHS + ("all",))
-        p.add_argument("--root", default=str(DEFAULT_ROOT), help="hub-layout root (default: data/stark)")
-        if cmd == "download":
-            p.add_argument("--no-progress", action="store_true", help="hide the download progress bars")
-    args = parser.parse_args(argv)
-    names = STARK_GRAPHS if args.name == "all" else (args.name,)
-    status = 0
-    for name in names:
-        if args.command == "download":
-            try:
-                download(name, args.root, progress=not args.no_progress)
-            except (StarkDownloadError, StarkFileError) as e:
-                print(f"error: {e}", file=sys.stderr)
-                sys.exit(1)
-            print(f"{name}: all files present under {args.root}")
-        else:
-            missing = missing_files(name, args.root)
-            print(json.dumps({"graph": name, "root": str(args.root), "missing": missing}))
-            status |= bool(missing)
-    sys.exit(status)
-
-
-if __name__ == "__main__":
-    main()

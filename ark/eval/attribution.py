@@ -28,12 +28,11 @@ baseline) shows its ranking: surfaced means ranked at all, and ``top`` cuts the 
     qa = attribute(query.answer_ids, retrieval.trajectories, retrieval.agent_rankings, retrieval.ranking)
     [(g.gold, g.cls) for g in qa.golds]
 
-    python -m ark.eval.attribution results/runs/<experiment>/<graph>/<run>   # attribution.csv + metrics.json
+    ark attribute results/runs/<experiment>/<graph>/<run>   # attribution.csv + metrics.json
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -281,24 +280,3 @@ def format_summary(summary: dict) -> str:
                      f"{summary['tokens_to_first_gold_mean']:,.0f} tokens (mean over "
                      f"{100 * summary['queries_any_gold_surfaced']:.0f}% of queries)")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Failure attribution of run directories (attribution.csv and "
-                                             "metrics.json['attribution']); no LLM calls.")
-    ap.add_argument("runs", nargs="+", type=Path, help="run directories or folders holding them")
-    ap.add_argument("--top", type=int, default=TOP, help=f"the cut (default {TOP}, as R@20)")
-    args = ap.parse_args(argv)
-    if args.top < 1:
-        raise SystemExit(f"--top must be >= 1, got {args.top}")
-    dirs = rundir.find_run_dirs(args.runs)
-    if not dirs:
-        raise SystemExit(f"no run directories (folders with {rundir.PREDICTIONS}) under {[str(p) for p in args.runs]}")
-    for d in dirs:
-        print(d)
-        print(format_summary(write(d, args.top)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -21,12 +21,11 @@ queries, and is an error.
                           "results/runs/ablation/prime/ark-gpt-4.1-t20_n3-full"):
         print(d.metric, d.diff, d.ci_low, d.ci_high, d.p_value, d.significant)
 
-    python -m ark.eval.compare RUN REFERENCE [--test permutation]
+    ark compare RUN REFERENCE [--test permutation]
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -154,28 +153,3 @@ def format_table(diffs: Sequence[PairedDiff], scale: float = 100.0) -> str:
                      f"{d.p_value:8.4f}{star} "
                      f"{d.wins}/{d.losses}/{d.ties}")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Paired comparison of RUN against REFERENCE over their common queries.")
-    ap.add_argument("run", type=Path)
-    ap.add_argument("reference", type=Path)
-    ap.add_argument("--metrics", nargs="+", default=list(METRICS))
-    ap.add_argument("--test", default="wilcoxon", help=f"one of {', '.join(TESTS)}")
-    ap.add_argument("--n-boot", type=int, default=1000)
-    ap.add_argument("--alpha", type=float, default=ALPHA)
-    ap.add_argument("--include-failed", action="store_true", help="score failed queries as 0")
-    args = ap.parse_args(argv)
-    try:
-        _check(args.test, args.alpha, args.n_boot)
-        diffs = compare_runs(args.run, args.reference, args.metrics, args.include_failed, args.n_boot,
-                             test=args.test, alpha=args.alpha)
-    except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(str(e)) from None
-    print(f"{args.run}\n  minus {args.reference}  ({args.test}; * p < {args.alpha}; values in %)")
-    print(format_table(diffs))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -32,7 +32,10 @@ agent that selects perfectly).
     summary = summarize(rows, pools)     # {"k5": {"search": {...}, ...}, "k5_neighbors": {...}, ...}
     print(markdown_table(summary))
 
-The command line is ``experiments/diagnose.py`` (Hydra: any graph from ``conf/graph``).
+`toolset_for` builds the tool set a measurement needs (its k limits raised to cover every measured k).
+The command line is ``ark diagnose`` or ``experiments/diagnose.py`` (Hydra: any graph from ``conf/graph``,
+`ark.config.jobs.diagnose`); `load_summaries` and `plot_reachability` read the folders it writes back
+for notebooks/07_reachability.ipynb.
 """
 
 from __future__ import annotations
@@ -149,6 +152,19 @@ def gold_types(graph, gold: Sequence[int]) -> list[str]:
     """Node type names of the gold nodes, in the graph's type order."""
     ids = sorted({int(graph.node_types[int(g)]) for g in gold})
     return [graph.node_type_names[i] for i in ids]
+
+
+def toolset_for(graph, tools, settings: ReachSettings, index_cache: str | Path | None = None) -> ToolSet:
+    """The tool set over ``graph`` with the tool config ``tools`` (`ark.tools.toolset.ToolConfig`, changed
+    in place), its ``search_k_max`` and ``neighbors_k_max`` raised to cover every measured k; the BM25
+    index is cached under ``index_cache`` (default: inside the graph's own cache folder)."""
+    from ark.search.bm25 import BM25Index, load_index
+
+    tools.search_k_max = max(tools.search_k_max, *settings.ks)
+    tools.neighbors_k_max = max(tools.neighbors_k_max, settings.neighbors_k)
+    index_cache = index_cache or graph.directory
+    index = load_index(graph, index_cache) if index_cache else BM25Index.build(graph.texts())
+    return ToolSet(graph, index, tools)
 
 
 def query_reach(toolset: ToolSet, query_id, text: str, gold: Sequence[int], settings: ReachSettings
@@ -303,3 +319,56 @@ def write(out_dir: Path | str, rows: Sequence[GoldReach], pools: Sequence[Pool],
 def read(out_dir: Path | str) -> dict:
     """The ``reach.json`` written by `write`."""
     return json.loads((Path(out_dir) / "reach.json").read_text())
+
+
+def find_reach_dirs(paths) -> list[Path]:
+    """Folders holding a ``reach.json``: the given ones and any below them."""
+    found = []
+    for p in map(Path, [paths] if isinstance(paths, (str, Path)) else paths):
+        found += [f.parent for f in sorted(p.rglob("reach.json"))] if p.is_dir() else []
+    return list(dict.fromkeys(found))
+
+
+def load_summaries(paths):
+    """One row per folder, setting and level: graph, split, ablation, k, filter, level, recall, any,
+    queries (a pandas DataFrame; the shares are cumulative over `LEVELS`)."""
+    import pandas as pd
+
+    rows = []
+    for d in find_reach_dirs(paths):
+        doc = read(d)
+        for name, e in doc["summary"].items():
+            for level in LEVELS:
+                rows.append({"graph": doc.get("graph"), "split": doc.get("split"), "ablation": doc.get("ablation"),
+                             "setting": name, "k": e["k"], "filter": e["filter"], "level": level,
+                             "recall": e[level]["recall"], "any": e[level]["any"], "queries": e["queries"],
+                             "mean_pool1": e["mean_pool1"], "dir": str(d)})
+    return pd.DataFrame(rows, columns=["graph", "split", "ablation", "setting", "k", "filter", "level", "recall",
+                                       "any", "queries", "mean_pool1", "dir"])
+
+
+def plot_reachability(df):
+    """Stacked bars per graph: for each setting, the share of gold nodes first reached at each level."""
+    import matplotlib.pyplot as plt
+
+    groups = list(df.groupby(["graph", "split", "ablation"], sort=False))
+    fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(4.5 * max(1, len(groups)), 3.6), squeeze=False)
+    colors = {"search": "#1b9e77", "neighbors": "#7570b3", "hop1": "#d95f02", "hop2": "#e6ab02"}
+    labels = {"search": "search hits", "neighbors": "+ neighbor call", "hop1": "+ within 1 hop",
+              "hop2": "+ within 2 hops"}
+    for ax, ((graph, split, ablation), g) in zip(axes[0], groups):
+        settings = list(dict.fromkeys(g["setting"]))
+        bottom = [0.0] * len(settings)
+        for level in LEVELS:
+            cum = [float(g[(g.setting == s) & (g.level == level)]["recall"].iloc[0]) for s in settings]
+            part = [c - b for c, b in zip(cum, bottom)]
+            ax.bar(range(len(settings)), part, bottom=bottom, color=colors[level], label=labels[level])
+            bottom = cum
+        ax.set_xticks(range(len(settings)), settings, rotation=30, ha="right")
+        ax.set_ylim(0, 1)
+        n = int(g["queries"].iloc[0])
+        ax.set_title(f"{graph} / {split} ({ablation}, {n} queries)", fontsize=9)
+        ax.set_ylabel("share of gold nodes (mean per query)")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig

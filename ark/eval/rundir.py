@@ -1,17 +1,18 @@
 """The run directory: the files one evaluation run writes, and `RunDir`, the one reader of them.
 
 Every reader of runs (``ark.eval.table1``, ``ark.eval.attribution``, ``ark.eval.compare``, ``ark.eval.logger``,
-``experiments/figures.py``, ``experiments/viewer.py``) goes through this module; ``ark.eval.runner`` (with
-``.records``, ``.summary``, ``.shards``) and ``experiments/run.py`` write the files named here. A run directory is
+``ark.eval.figures``, ``ark.eval.viewer``) goes through this module; ``ark.eval.runner`` (with
+``.records``, ``.summary``, ``.shards``) and ``ark.config.run`` write the files named here; `run_label` is
+how tables and figures name a run. A run directory is
 
     results/runs/<experiment>/<graph>/<run_name>_<split>[_limit<n>]/    (run_name: ark-<backbone>-<budget>-<ablation> or bm25)
       run.json              the run's identity: experiment, graph, retriever, backbone, budget, ablation,
                             t_max, n_agents, agent_options (the ark.agent.OPTIONS switched on, comma-separated,
                             or "none"), split, run_name, and "identity" (every resolved setting that changes
-                            results, flattened, secrets redacted) with its "fingerprint" (experiments/run.py;
+                            results, flattened, secrets redacted) with its "fingerprint" (ark.config.identity;
                             absent in bare runner runs)
       run.lock              held (flock) by the process writing the run; refuses a second writer
-      config.yaml           the resolved Hydra config, secrets removed (experiments/run.py)
+      config.yaml           the resolved Hydra config, secrets removed (ark.config.run)
       predictions.jsonl     one JSON record per finished query, appended as it finishes; a query may
                             appear several times (a retried failure): the last line wins. Keys:
                             query_id, query, status ("ok" | "degraded": some agents failed | "failed"),
@@ -29,7 +30,7 @@ Every reader of runs (``ark.eval.table1``, ``ark.eval.attribution``, ``ark.eval.
       per_query.csv         one row per selected query: status, metrics, tokens, tool calls
       trajectory_stats.csv  one row per (query, agent): tool calls, the agent's own hit@5 and recall@20
       attribution.csv       one row per (query, gold node): where it was found or lost (ark.eval.attribution)
-      shards/<i>-of-<n>/    shard runs, each a run directory itself (``python -m ark.eval.shards merge``)
+      shards/<i>-of-<n>/    shard runs, each a run directory itself (``ark merge``)
 
 Records are read through tolerant accessors (`status`, `gold`, `ranking`, `agent_rankings`,
 `query_metrics`): keys added later are optional and missing ones fall back to what older runs wrote.
@@ -117,6 +118,21 @@ def read_predictions(path: Path | str, on_skip=None) -> dict[str, dict]:
             elif on_skip is not None:
                 on_skip(path, n, line)
     return records
+
+
+def run_label(info: dict) -> str:
+    """How tables and figures name a run, from its identity (run.json, `RunDir.info`): a baseline by its
+    retriever in capitals (``BM25``, ``DENSE``, ``HYBRID``); ARK as ``ARK + <backbone> (<budget>,
+    <ablation>)``, with ``<search>-<encoder>`` added in the parentheses when the agent's search is not
+    the paper's lexical one, e.g. ``ARK + gpt-4.1 (t20_n3, full)``, ``ARK + gpt-4.1 (t20_n3, full,
+    hybrid-minilm)``. Two runs of one experiment and graph with different run names get different labels."""
+    retriever = info.get("retriever")
+    if retriever != "ark":
+        return str(retriever if retriever is not None else "?").upper()
+    parts = [str(info.get("budget")), str(info.get("ablation"))]
+    if info.get("search") not in (None, "lexical"):
+        parts.append(f"{info['search']}-{info.get('encoder')}")
+    return f"ARK + {info.get('backbone')} ({', '.join(parts)})"
 
 
 def is_run_dir(path: Path | str) -> bool:

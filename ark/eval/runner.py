@@ -20,7 +20,7 @@ ARK's `ARKRetriever`, the `BM25Retriever` baseline, or a test's tiny stand-in). 
 The modules beside this one: `ark.eval.settings` (`RunSettings`), `ark.eval.records` (a query's record
 in ``predictions.jsonl``: its format and the scoring policy), `ark.eval.summary` (metrics.json and the
 CSVs) and `ark.eval.shards` (``shard=(i, n)`` and the merge of shard run directories).
-Library code: plain arguments only; Hydra lives in ``experiments/run.py``.
+Library code: plain arguments only; Hydra lives in ``ark.config`` (`ark.config.run`).
 
     summary = run_queries(retriever, queries, RunSettings(out_dir="results/runs/x"))
 """
@@ -48,11 +48,6 @@ from ark.eval.settings import RunSettings
 from ark.eval.summary import per_query_rows, summarize
 from ark.retriever import Retriever
 
-# what the entry points (experiments/*.py) import from here, defined in the modules beside this one
-from ark.atomic import write_json as write_json_atomic  # noqa: F401
-from ark.eval.shards import parse_shard, select_queries, shard_dir  # noqa: F401
-from ark.eval.summary import tool_columns  # noqa: F401
-
 log = logging.getLogger(__name__)
 
 LOCK_FILE = "run.lock"
@@ -75,7 +70,7 @@ def run_lock(run_dir: Path | str):
 
     A second process that asks for the same directory gets `RunDirInUse` at once, naming the holder's
     pid; the lock dies with its process (``flock``), so a kill -9 leaves no stale lock. Re-entrant
-    within one process (``experiments/run.py`` takes it before writing ``run.json``, then the runner)."""
+    within one process (``ark.config.run`` takes it before writing ``run.json``, then the runner)."""
     key = Path(run_dir).resolve()
     if key in _held_locks:
         _held_locks[key][1] += 1
@@ -295,8 +290,3 @@ def run_queries(retriever: Retriever, queries: Sequence, settings: RunSettings, 
 
     return asyncio.run(once())
 
-
-if __name__ == "__main__":   # python -m ark.eval.runner merge ...: the merge CLI lives in ark.eval.shards
-    from ark.eval.shards import main
-
-    main()

@@ -2,12 +2,11 @@
 directory of its own (``<run_dir>/shards/<i>-of-<n>``); `merge` joins the shards into one run directory
 and writes its summary.
 
-    python -m ark.eval.shards merge OUT_DIR [SHARD_DIR...]     # default: OUT_DIR/shards/*
+    ark merge OUT_DIR [SHARD_DIR...]     # default: OUT_DIR/shards/*
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -127,24 +126,3 @@ class _RecordQuery:
     @property
     def answer_ids(self):
         return tuple(self.rec.get("gold", ()))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Merge shard run directories into one run directory.")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("merge", help="merge shards: python -m ark.eval.shards merge OUT_DIR SHARD_DIR...")
-    m.add_argument("out_dir")
-    m.add_argument("shard_dirs", nargs="*", help="default: OUT_DIR/shards/*")
-    args = p.parse_args(argv)
-    shards = args.shard_dirs or sorted(str(d) for d in (Path(args.out_dir) / "shards").glob("*-of-*"))
-    if not shards:
-        raise SystemExit(f"no shard directories given or found under {args.out_dir}/shards")
-    summary = merge(shards, args.out_dir)
-    print(json.dumps({k: summary[k] for k in ("n", "n_ok", "n_degraded", "n_failed", "n_missing", "complete",
-                                              "status")}))
-    for name, v in summary["metrics"].items():
-        print(f"{name:>10}: {v['mean']:.4f}  [{v['ci_low']:.4f}, {v['ci_high']:.4f}]")
-
-
-if __name__ == "__main__":
-    main()

@@ -5,7 +5,8 @@ and, under ``<runs>/<experiment>/<graph>/<run_name>/``, each run's identity and 
 through `ark.eval.rundir.RunDir`. No LLM, no graph. A run becomes an "ours" row under the paper
 row it reproduces (BM25 -> BM25; ARK + GPT-4.1 -> "ARK"; ARK + GPT-4o -> "ARK + GPT-4o"; ARK + the
 Qwen3-8B student distilled on 6,000 queries -> "ARK distilled"; ARK rows need budget t20_n3 and the
-full toolset); any other run (e.g. the demo graph, another backbone) is listed under "Other runs".
+full toolset); any other run (e.g. the demo graph, another backbone) is listed under "Other runs". Rows
+are named by `ark.eval.rundir.run_label`.
 Graphs other than AMAZON/MAG/PRIME (the demo graph) get their own columns, without paper numbers.
 
     from ark.eval.table1 import build_table1, write_table1
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ark.eval import rundir
+from ark.eval.rundir import run_label
 
 PAPER_GRAPHS = ("amazon", "mag", "prime")
 TABLE1_METRICS = ("hit@1", "recall@20", "mrr")
@@ -92,12 +94,6 @@ def read_paper_table(path: Path) -> tuple[list[PaperRow], str]:
         row = rows.setdefault(r["method"], PaperRow(r["category"], r["kind"], r["method"]))
         row.values[(r["graph"], r["metric"])] = float(r["value"])
     return list(rows.values()), " ".join(comments)
-
-
-def run_label(info: dict) -> str:
-    if info.get("retriever") == "ark":
-        return f"ARK + {info.get('backbone')} ({info.get('budget')}, {info.get('ablation')})"
-    return str(info.get("retriever", "?")).upper() if info.get("retriever") == "bm25" else str(info.get("retriever"))
 
 
 def paper_row_for(info: dict) -> str | None:

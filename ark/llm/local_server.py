@@ -3,7 +3,7 @@
     with LocalServer() as server:                      # default: SmolLM2-135M-Instruct Q4_1
         client = LLMClient(server.backbone())          # BackboneConfig(provider="local", ...)
         ...
-    # or from a shell:  python -m ark.llm.local_server [path/to/model.gguf]   (Ctrl-C stops it)
+    # or from a shell:  ark serve [--model path/to/model.gguf]   (Ctrl-C stops it)
 
 It runs ``python -m ark.llm.llama_server --model <gguf> --host 127.0.0.1 --port <free port>
 --chat_format chatml-function-calling`` (llama_cpp.server with each completion bounded by the
@@ -251,33 +251,16 @@ class LocalServer:
 @contextlib.contextmanager
 def serving(backbone):
     """Start a `LocalServer` on the backbone's port for the duration of the block when its provider is
-    "local" and nothing answers there yet; otherwise do nothing (experiments/run.py, ``ark ask``)."""
+    "local" and nothing answers there yet; otherwise do nothing (`ark.config.run`, ``ark ask``)."""
     if backbone is None or getattr(backbone, "provider", None) != "local":
         yield None
         return
     url = urllib.parse.urlparse(backbone.base_url)
     try:
         urllib.request.urlopen(f"{backbone.base_url.rstrip('/')}/models", timeout=2).close()
-        yield None                      # a server is already there (e.g. python -m ark.llm.local_server)
+        yield None                      # a server is already there (e.g. `ark serve`)
         return
     except OSError:
         pass
     with LocalServer(port=url.port, model_alias=backbone.model) as server:
         yield server
-
-
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    server = LocalServer(model_path=argv[0] if argv else None)
-    with server:
-        print(f"serving at {server.base_url} (model {server.model_alias()!r}, "
-              f"log {server.log_path}); Ctrl-C to stop", flush=True)
-        try:
-            while server.process and server.process.poll() is None:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
-
-
-if __name__ == "__main__":
-    main()

@@ -20,7 +20,7 @@ text, built with ``bm25s`` once per graph and saved beside the graph cache (``<c
 
 Repeated query tokens count once per occurrence, exactly as in ``bm25s.BM25.retrieve``.
 
-Run ``python -m ark.search.bm25 <graph cache dir> "some query"`` to print the top 10 of a cached graph.
+``ark search "some query" --graph <name>`` prints the agent's search over a graph's index.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -533,20 +532,3 @@ def load_index(graph, cache_dir: Path | str, k1: float = 1.5, b: float = 0.75, m
     with atomic.building_dir(d) as tmp:
         index.save(tmp, extra={"doc_ids": ids_digest})
     return index
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        raise SystemExit('usage: python -m ark.search.bm25 <graph cache dir> "query"')
-    from ark.data.graph import KnowledgeGraph
-
-    graph = KnowledgeGraph.load(args[0])
-    index = load_index(graph, args[0])
-    ids, scores = index.search(args[1], 10)
-    for i, s in zip(ids.tolist(), scores.tolist()):
-        print(f"{s:8.3f}  {i:>8}  [{graph.node_type_name(i)}] {graph.node_name(i)}")
-
-
-if __name__ == "__main__":
-    main()

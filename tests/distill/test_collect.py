@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from experiments.collect import SETTINGS_FILE, CollectConfig, check_resume, export, recall, subsample
+from ark.distill.collect import SETTINGS_FILE, CollectConfig, check_resume, export, recall, subsample
 
 pytestmark = pytest.mark.distill
 

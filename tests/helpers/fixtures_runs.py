@@ -4,7 +4,7 @@ Only the retriever is stood in for: each query's agent lists, tool calls and lat
 test, so expectations are known; everything in the directory (the files ark/eval/rundir.py documents:
 predictions.jsonl, trajectories/<qid>.json of real ``ark.trajectory.Trajectory`` records, metrics.json,
 per_query.csv) is written by ``ark.eval.runner.run_queries``, the fused ranking by ``ark.fusion.fuse``, the
-metrics by ``ark.eval.metrics``, and config.yaml goes through ``ark.eval.logger.redact`` as ``experiments/run.py``
+metrics by ``ark.eval.metrics``, and config.yaml goes through ``ark.eval.logger.redact`` as ``ark.config.run``
 writes it.
 
     from tests.helpers.fixtures_runs import QuerySpec, write_run, budget_grid
@@ -92,7 +92,7 @@ def _trajectory(q: QuerySpec, agent: int) -> dict:
 
 def make_config(graph: str, t_max: int = 20, n_agents: int = 3, backbone: str = "gpt-4.1",
                 ablation: str = "full", retriever: str = "ark", experiment: str = "budget") -> dict:
-    """A resolved run config shaped like experiments/run.py's config.yaml (Hydra groups as nested
+    """A resolved run config shaped like the config.yaml ark.config.run writes (Hydra groups as nested
     dicts; the ablation's flags as its conf/ablation/<name>.yaml sets them)."""
     flags = {"full": (True, True, True), "no_neighbors": (False, True, True),
              "no_query_rank": (True, False, True), "no_type_filter": (True, True, False)}[ablation]
@@ -192,15 +192,16 @@ def budget_grid(root: Path, graphs=("demo",), t_maxes=(5, 10, 20), n_agents=(1, 
 
 def real_run(runs_root: Path, overrides: list[str], queries: list[QuerySpec]) -> Path:
     """A run dir written by the real code path: the Hydra config composed from conf/ (written as
-    experiments/run.py writes it, with run.json) and ark.eval.runner.run_queries over a stand-in retriever
+    ark.config.run writes it, with run.json) and ark.eval.runner.run_queries over a stand-in retriever
     that returns ark.retriever.Retrieval objects holding real ark.trajectory.Trajectory records.
     Only the LLM and the graph are stood in for."""
     from omegaconf import OmegaConf, open_dict
 
-    from experiments import run as er
+    from ark.config.compose import compose
+    from ark.config.identity import run_info
 
-    cfg = er.compose([*overrides, f"paths.runs={runs_root}", "progress=false", "n_boot=20"])
-    info = er.run_info(cfg)
+    cfg = compose([*overrides, f"paths.runs={runs_root}", "progress=false", "n_boot=20"])
+    info = run_info(cfg)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with open_dict(cfg):

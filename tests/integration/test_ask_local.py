@@ -25,7 +25,7 @@ def test_ark_ask_with_the_local_backbone(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("ARK_LOCAL_URL", f"http://127.0.0.1:{free_port()}/v1")   # nothing answers there yet
     code = main(["ask", "Which SIGIR paper revisits BM25 sparse retrieval?", "--graph",
                  str(ROOT / "tests" / "data" / "tables_kg"), "--root", str(tmp_path), "--backbone", "local",
-                 "--agents", "2", "--steps", "3", "--no-cache"])
+                 "--n-agents", "2", "--t-max", "3", "--no-cache"])
     out = capsys.readouterr().out
     assert "agent 1 step 1:" in out and "agent 2 step 1:" in out          # live tool calls of both agents
     assert "stop reasons:" in out and "backbone local (SmolLM2-135M-Instruct.Q4_1)" in out

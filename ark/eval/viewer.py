@@ -6,20 +6,17 @@ agent, tool and rank; selected position; fused position; class), the fused ranki
 highlighted, then each agent's steps: tool, arguments, observation (gold ids highlighted where they
 appear), node ids shown/selected, LLM and tool latency, tokens, the model's mistakes.
 
-    python -m experiments.viewer results/runs/<experiment>/<graph>/<run> --out viewer.html
+    ark viewer results/runs/<experiment>/<graph>/<run> --out viewer.html
 
 Reads the run directory through ark.eval.rundir.RunDir (predictions.jsonl, trajectories/<qid>.json).
 Large runs: --limit keeps the first N queries, --max-observation-chars trims each observation.
 """
 from __future__ import annotations
 
-import argparse
 import html
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
 from ark.eval import attribution
 
@@ -251,23 +248,8 @@ def render_html(view: dict) -> str:
 
 def write_viewer(run_dir: Path | str, out: Path | str, limit: int | None = None,
                  max_observation_chars: int = 4000) -> Path:
+    """Write the page for ``run_dir`` to ``out``; returns its path."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_html(build_view(run_dir, limit, max_observation_chars)), encoding="utf-8")
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("run_dir", type=Path)
-    ap.add_argument("--out", type=Path, default=Path("viewer.html"))
-    ap.add_argument("--limit", type=int, default=None, help="first N queries only")
-    ap.add_argument("--max-observation-chars", type=int, default=4000)
-    args = ap.parse_args(argv)
-    path = write_viewer(args.run_dir, args.out, args.limit, args.max_observation_chars)
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

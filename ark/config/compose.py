@@ -1,0 +1,54 @@
+"""Composing configs: the one `compose` and `sweep_points` that entry points, scripts and tests share.
+
+    from ark.config.compose import compose, sweep_points
+    cfg = compose(["graph=demo", "retriever=bm25", "limit=5"])          # conf/config.yaml + overrides
+    cfg = compose(["graph=demo"], config_name="diagnose")              # conf/diagnose.yaml
+    sweep_points(["experiment=table1"])                                # one override list per run
+
+`compose` is Hydra's own composition (no sweep expansion) of the configs `ark.config.location.conf_dir`
+names, with the ``hydra`` node included, as ``@hydra.main`` would see it. `sweep_points` expands an
+experiment's ``hydra.sweeper.params`` and the command line's sweeps with Hydra's basic sweeper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from omegaconf import DictConfig
+
+from ark.config.location import conf_dir
+
+
+def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
+    """The composed config ``config_name`` (``conf/<config_name>.yaml``) under ``overrides``."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    where = conf_dir()
+    if not (where / f"{config_name}.yaml").is_file():
+        raise FileNotFoundError(f"no {config_name}.yaml in {where}: the configs ship with the checkout; "
+                                "install the package from it with pip install -e .")
+    with initialize_config_dir(config_dir=str(where), version_base="1.3"):
+        return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
+
+
+def sweep_points(overrides: Sequence[str] = (), config_name: str = "config") -> list[list[str]]:
+    """The override lists of an experiment's runs, expanded by Hydra's own basic sweeper: its
+    ``hydra.sweeper.params`` first, then the command line's overrides (sweeps such as ``split=test,val``
+    included), which win on the same key."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    fixed = [o.input_line for o in parser.parse_overrides(list(overrides)) if not o.is_sweep_override()]
+    cfg = compose(fixed, config_name)   # the experiment's own sweep, read before the command line's
+    params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.get("params") or {}).items()]
+    parsed = parser.parse_overrides([*params, *overrides])
+    return BasicSweeper.split_arguments(parsed, None)[0]
+
+
+def one_line(e: BaseException) -> str:
+    """The innermost message of ``e`` (Hydra wraps a constructor's ValueError) on one line."""
+    while e.__cause__ is not None:
+        e = e.__cause__
+    return " ".join(str(e).split())

@@ -1,0 +1,107 @@
+"""The settings check: every bad value of a composed run config, found before anything is read or written.
+
+    from ark.config.settings import check_settings, setting_problems
+    setting_problems(compose(["limit=-1", "metrics_mode=exact"]))
+    # ["bad setting limit=-1: use a whole number >= 0, or null for the whole split",
+    #  "bad setting metrics_mode='exact': choose one of paper, stark_qa"]
+
+Each problem is one line naming the value and the valid choices. The checks build nothing heavier than
+the small config objects (graph source, backbone, agent, tool and search configs, encoder), whose own
+constructors reject bad values. `uses_search` and `uses_encoder` say which groups a run actually uses.
+"""
+
+from __future__ import annotations
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from ark.config.compose import one_line
+
+
+def uses_search(cfg: DictConfig) -> bool:
+    """Whether the run's search group (conf/search/) differs from the paper's lexical search: only the
+    agent searches, and lexical search with BM25 neighbor ranking is what every run did before."""
+    if cfg.retriever.name != "ark":
+        return False
+    c = cfg.search.setup.config
+    return (c.get("mode", "lexical"), c.get("neighbor_rank", "bm25")) != ("lexical", "bm25")
+
+
+def uses_encoder(cfg: DictConfig) -> bool:
+    """Whether the run encodes text (conf/encoder/): a baseline built with an encoder (dense, hybrid),
+    or the agent with a dense or hybrid search or neighbor ranking."""
+    return "encoder" in cfg.retriever.build or uses_search(cfg)
+
+
+def agent_options(agent_cfg) -> str:
+    """The agent options (`ark.agent.OPTIONS`) switched on, comma-separated, or "none"."""
+    from ark.agent import OPTIONS
+
+    return ",".join(k for k in OPTIONS if agent_cfg.get(k, False)) or "none"
+
+
+def setting_problems(cfg: DictConfig) -> list[str]:
+    """Every bad setting of ``cfg``, one line each naming the value and the valid choices; empty when
+    all are valid. Reads no file and builds nothing heavier than the small config objects."""
+    from ark.data.sources import StarkSource
+    from ark.data.stark import HUMAN_SPLIT, SPLITS
+    from ark.eval import shards
+    from ark.eval.metrics import MODES
+    from ark.search.vectors import KINDS
+
+    problems = []
+
+    def bad(key: str, want: str) -> None:
+        problems.append(f"bad setting {key}={OmegaConf.select(cfg, key)!r}: {want}")
+
+    def is_int(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    try:
+        source = instantiate(cfg.graph)
+    except Exception as e:  # noqa: BLE001 - reported as a setting problem
+        problems.append(f"bad setting in graph: {one_line(e)}")
+        source = None
+    splits = (*SPLITS, HUMAN_SPLIT)   # STaRK's split names; other sources check theirs when queries load
+    if isinstance(source, StarkSource) and cfg.split not in splits:
+        bad("split", f"choose one of {', '.join(splits)}")
+    if cfg.limit is not None and not (is_int(cfg.limit) and cfg.limit >= 0):
+        bad("limit", "use a whole number >= 0, or null for the whole split")
+    if cfg.get("shard") not in (None, ""):
+        try:
+            shards.parse_shard(str(cfg.shard))
+        except ValueError:
+            bad("shard", "use i/n with 0 <= i < n, e.g. shard=0/4")
+    for key, low in (("concurrency", 1), ("n_boot", 0), ("retriever.top", 1)):
+        v = OmegaConf.select(cfg, key)
+        if not (is_int(v) and v >= low):
+            bad(key, f"use a whole number >= {low}")
+    if not is_int(cfg.seed):
+        bad("seed", "use a whole number")
+    if cfg.metrics_mode not in MODES:
+        bad("metrics_mode", f"choose one of {', '.join(MODES)}")
+    for key in ("count_failed_as_miss", "progress", "verbose"):
+        if not isinstance(OmegaConf.select(cfg, key), bool):
+            bad(key, "use true or false")
+    keys = []
+    if cfg.retriever.name == "ark":  # the agent's own checks, before any graph is loaded
+        keys += ["backbone", "budget.agent", "ablation.tools", "search.setup.config"]
+    if uses_encoder(cfg):
+        keys.append("encoder.encoder")
+    for key in keys:
+        try:
+            instantiate(OmegaConf.select(cfg, key))
+        except Exception as e:  # noqa: BLE001 - reported as a setting problem
+            problems.append(f"bad setting in {key}: {one_line(e)}")
+    for key in ("search.setup.index_kind", "retriever.build.index_kind"):
+        v = OmegaConf.select(cfg, key, default=None)
+        if v is not None and v not in KINDS and (key.startswith("retriever") or uses_search(cfg)):
+            bad(key, f"choose one of {', '.join(KINDS)}")
+    return problems
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """Stop with one line per bad setting before anything is read, loaded or written."""
+    problems = setting_problems(cfg)
+    if problems:
+        raise SystemExit("\n".join(problems))
