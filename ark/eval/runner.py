@@ -481,7 +481,10 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
 def run_queries(retriever: Retriever, queries: Sequence, settings: RunSettings, candidate_ids=None,
                 logger=None) -> dict:
     """Synchronous wrapper around `arun` (in an event loop of its own, whose HTTP connections the
-    retriever releases at the end through its ``aclose``, when it has one)."""
+    retriever releases at the end through its ``aclose``, when it has one). A shard (``shard`` in
+    ``settings.extra``) writes its LLM replies to a cache in its own directory (`ark.eval.shard_jobs`)."""
+    from ark.eval import shard_jobs
+
     async def once() -> dict:
         try:
             return await arun(retriever, queries, settings, candidate_ids, logger)
@@ -490,7 +493,10 @@ def run_queries(retriever: Retriever, queries: Sequence, settings: RunSettings, 
             if aclose is not None:
                 await aclose()
 
-    return asyncio.run(once())
+    own_cache = shard_jobs.own_llm_cache(retriever, settings.out_dir) if settings.extra.get("shard") \
+        else contextlib.nullcontext()
+    with own_cache:
+        return asyncio.run(once())
 
 
 def _scored_records(run_dir: Path, queries: Sequence, settings: RunSettings):
