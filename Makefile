@@ -10,7 +10,7 @@ export WANDB_MODE ?= offline
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help install install-local install-distill install-dense demo test test-integration test-comparison \
-        test-chaos test-distill test-dense test-all table1 reproduce-table1 table1-demo figures viewer bench \
+        test-chaos test-distill test-dense test-slurm test-all table1 reproduce-table1 table1-demo figures viewer bench \
         bench-graph bench-tools bench-agent bench-runner bench-attribution bench-tables bench-dense clean
 
 help:
@@ -86,7 +86,12 @@ test-comparison: ## against stark-qa's own code, in its own environment (.venv-c
 test-dense: $(VENV)/.dense ## local MiniLM encoder and faiss HNSW/IVF on small slices
 	$(PY) -m pytest -q -m dense tests/dense
 
-test-all: test test-chaos test-integration test-distill test-dense test-comparison
+test-slurm: $(VENV)/.core ## sweeps, job arrays, scancel and requeue on a real single-node SLURM cluster (root; a few minutes)
+	bash tests/slurm/install.sh
+	$(PY) -m ark build --graph demo
+	bash tests/slurm/run.sh $(PY)
+
+test-all: test test-chaos test-integration test-distill test-dense test-comparison test-slurm
 
 clean:
 	rm -rf $(VENV) .venv-compare data/cache
