@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
@@ -120,9 +122,10 @@ def read_predictions(path: Path | str, on_skip=None) -> dict[str, dict]:
 
 def write_json_atomic(path: Path | str, obj: Any, indent: int | None = None) -> None:
     """Write JSON through a temporary file and a rename, so readers never see half a file (and a
-    failed write, e.g. on a full disk, leaves no temporary file behind)."""
+    failed write, e.g. on a full disk, leaves no temporary file behind). The temporary file is the
+    writer's own: the shards of a run, jobs on several nodes, all write the run's run.json at once."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{socket.gethostname()}-{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         tmp.write_text(json.dumps(obj, indent=indent), encoding="utf-8")
         os.replace(tmp, path)
