@@ -169,7 +169,6 @@ def blocks() -> list[Block]:
     t1 = [(g, b, 20, 3, SPLITS[g]["test"]) for g in GRAPHS for b in ("gpt-4.1", "gpt-4o")]
     t2 = [(g, "gpt-4.1", 20, 3, round(SPLITS[g]["test"] / 10)) for g in GRAPHS for _ in range(4)]
     f2 = [(g, "gpt-4.1", t, n, round(SPLITS[g]["test"] / 10)) for g in GRAPHS for t in (5, 10, 20) for n in (1, 2, 3)]
-    f4_api = [(g, "gpt-4.1", 20, 3, SPLITS[g]["test"]) for g in GRAPHS]
     f4_collect = [(g, "gpt-4.1", 20, 3, min(6000, SPLITS[g]["train"])) for g in GRAPHS] + \
                  [(g, "gpt-4.1", 20, 3, 300) for g in GRAPHS]
     f4_gpu = [(g, m, 20, 3, SPLITS[g]["test"]) for g in GRAPHS
