@@ -13,8 +13,8 @@ OFFLINE_WANDB := demo test test-chaos test-integration test-distill test-dense t
 $(OFFLINE_WANDB): export WANDB_MODE := offline
 
 .PHONY: help install install-local install-distill install-dense demo test test-integration test-comparison \
-        test-chaos test-distill test-dense test-all table1 reproduce-table1 table1-demo figures viewer bench \
-        bench-graph bench-tools bench-agent bench-runner bench-attribution bench-tables bench-dense clean
+        test-chaos test-distill test-dense test-slurm test-all table1 reproduce-table1 table1-demo figures viewer bench \
+        bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense clean
 
 help:
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -91,7 +91,12 @@ test-comparison: ## against stark-qa's own code, in its own environment (.venv-c
 test-dense: $(VENV)/.dense ## local MiniLM encoder and faiss HNSW/IVF on small slices
 	$(PY) -m pytest -q -m dense tests/dense
 
-test-all: test test-chaos test-integration test-distill test-dense test-comparison
+test-slurm: $(VENV)/.core ## sweeps, job arrays, scancel and requeue on a real single-node SLURM cluster (root; a few minutes)
+	bash tests/slurm/install.sh
+	$(PY) -m ark build --graph demo
+	bash tests/slurm/run.sh $(PY)
+
+test-all: test test-chaos test-integration test-distill test-dense test-comparison test-slurm
 
 clean:
 	rm -rf $(VENV) .venv-compare data/cache
@@ -125,6 +130,9 @@ bench-agent: $(VENV)/.core ## agent loop throughput and step overhead (scripted 
 bench-runner: $(VENV)/.core ## whole runner over 1,000 demo queries (scripted 200 ms server)
 	$(PY) scripts/bench_runner.py
 
+bench-replicas: $(VENV)/.core ## ARK's throughput with 1 and 2 scripted model servers (200 ms per reply, 8 slots each)
+	$(PY) scripts/bench_replicas.py
+
 bench-attribution: $(VENV)/.core ## failure attribution over 1,000 queries' trajectories vs loading them
 	$(PY) scripts/bench_attribution.py
 
@@ -135,4 +143,4 @@ bench-dense: $(VENV)/.dense ## encoding vs sentence-transformers; dense/hybrid s
 	OPENBLAS_NUM_THREADS=1 $(PY) scripts/bench_dense.py --lexical --scale $(or $(SCALE),1.0) --kinds ivf,hnsw \
 	  --hnsw-m 16 --ef-construction 40
 
-bench: bench-graph bench-tools bench-agent bench-runner bench-attribution bench-tables bench-dense
+bench: bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense

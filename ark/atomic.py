@@ -7,9 +7,11 @@ temporary file beside it); a write that fails, e.g. on a full disk, removes its 
 raises. A folder is built beside its target and swapped in (`building_dir`, `replace_dir`); readers that
 memory-map the old folder's files keep valid maps.
 
-Every temporary name is ``<name>.tmp-<pid>`` (an old folder moved aside: ``<name>.old-<pid>``): two
-processes never write the same temporary file, and a leftover names the process that left it
-(`writer_pid`). Nothing is fsynced: a write survives the death of its process, not a power cut.
+Every temporary name is ``<name>.tmp-<pid>-<thread>-<host>`` (an old folder moved aside:
+``<name>.old-<pid>-<thread>-<host>``): two writers never write the same temporary file — not two
+processes, not two threads of one process, not two nodes of a cluster writing to a shared
+filesystem (the shards of a run all write its ``run.json``) — and a leftover names the process and the
+host that left it (`writer_pid`, `writer_host`). Nothing is fsynced: a write survives the death of its process, not a power cut.
 Standard library only and no ark import, so every layer may use it.
 
     from ark import atomic
@@ -27,25 +29,38 @@ import json
 import os
 import re
 import shutil
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 _TEMP = ".tmp-"
 _ASIDE = ".old-"
-_OWNED = re.compile(r"\.(?:tmp|old)-([0-9]+)$")
+_OWNED = re.compile(r"\.(?:tmp|old)-([0-9]+)-[0-9]+-(.+)$")
+_HOST = socket.gethostname().replace("/", "_") or "localhost"
+
+
+def _writer() -> str:
+    return f"{os.getpid()}-{threading.get_ident()}-{_HOST}"
 
 
 def temp_path(path: Path | str) -> Path:
-    """This process's temporary name for ``path``: ``<name>.tmp-<pid>`` in the same folder."""
+    """This writer's temporary name for ``path``, in the same folder: ``<name>.tmp-<pid>-<thread>-<host>``."""
     path = Path(path)
-    return path.with_name(f"{path.name}{_TEMP}{os.getpid()}")
+    return path.with_name(f"{path.name}{_TEMP}{_writer()}")
 
 
 def writer_pid(path: Path | str) -> int | None:
-    """The pid in a temporary (``.tmp-<pid>``) or moved-aside (``.old-<pid>``) name; None for any other name."""
+    """The pid in a temporary (``.tmp-...``) or moved-aside (``.old-...``) name; None for any other name."""
     match = _OWNED.search(Path(path).name)
     return int(match.group(1)) if match else None
+
+
+def writer_host(path: Path | str) -> str | None:
+    """The host in a temporary or moved-aside name (a pid means something only on its own host)."""
+    match = _OWNED.search(Path(path).name)
+    return match.group(2) if match else None
 
 
 @contextlib.contextmanager
@@ -88,11 +103,11 @@ def write_json(path: Path | str, obj: Any, indent: int | None = None) -> None:
 
 def replace_dir(tmp: Path | str, dest: Path | str) -> bool:
     """Move the fully written folder ``tmp`` to ``dest``, replacing what is there: the old folder is moved
-    aside (``<dest>.old-<pid>``) and removed, so a reader sees the old folder or the new one, never a mix,
+    aside (``<dest>.old-<pid>-<thread>-<host>``) and removed, so a reader sees the old folder or the new one, never a mix,
     and its memory maps of the old files stay valid. Returns False, and removes ``tmp``, when the swap
     fails, e.g. because a concurrent builder installed ``dest`` in between."""
     tmp, dest = Path(tmp), Path(dest)
-    old = dest.with_name(f"{dest.name}{_ASIDE}{os.getpid()}")
+    old = dest.with_name(f"{dest.name}{_ASIDE}{_writer()}")
     try:
         if dest.exists():
             os.replace(dest, old)

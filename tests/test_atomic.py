@@ -10,6 +10,7 @@ import errno
 import json
 import mmap
 import os
+import socket
 import subprocess
 import sys
 
@@ -83,8 +84,27 @@ def test_replacing_gives_a_temporary_name_to_a_writer_that_takes_a_path(tmp_path
 
 def test_writer_pid_reads_only_temporary_and_moved_aside_names():
     assert atomic.writer_pid(atomic.temp_path("/x/q1.json")) == os.getpid()
-    assert atomic.writer_pid("cache.old-123") == 123
-    assert [atomic.writer_pid(n) for n in ("q1.json", "q1.json.tmp", "a.tmp-", "a.tmp-12x", "tmp-5")] == [None] * 5
+    assert atomic.writer_pid("cache.old-123-456-node-7.cluster") == 123
+    assert atomic.writer_host("cache.old-123-456-node-7.cluster") == "node-7.cluster"
+    assert atomic.writer_host(atomic.temp_path("/x/q1.json")) == socket.gethostname()
+    assert [atomic.writer_pid(n) for n in ("q1.json", "q1.json.tmp", "a.tmp-", "a.tmp-12x", "tmp-5", "a.tmp-12")] == [None] * 6
+
+
+def test_two_threads_of_one_process_never_share_a_temporary_name(tmp_path):
+    import threading
+
+    names, both = [], threading.Barrier(2)   # both alive at once: a finished thread's id may be reused
+
+    def name() -> None:
+        names.append(atomic.temp_path(tmp_path / "run.json"))
+        both.wait(10)
+
+    threads = [threading.Thread(target=name) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(names)) == 2 and {atomic.writer_pid(n) for n in names} == {os.getpid()}
 
 
 def test_building_dir_swaps_the_whole_folder_in(tmp_path):

@@ -6,6 +6,7 @@ Nothing here starts vLLM or trains: scripts/gpu_check.sh does that on a GPU mach
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -118,3 +119,50 @@ def test_gpu_check_help_and_bad_size():
     assert "--dry-run" in _gpu_check("--help").stdout
     proc = _gpu_check("--size", "2b")
     assert proc.returncode == 2 and "valid sizes are 4b, 8b" in proc.stderr
+
+
+def _replica_lines(proc: subprocess.CompletedProcess) -> list[tuple[str, list[str]]]:
+    """(CUDA_VISIBLE_DEVICES, vllm arguments) of each replica's printed command."""
+    out = []
+    for line in proc.stderr.splitlines():
+        if line.startswith("+ CUDA_VISIBLE_DEVICES="):
+            words = shlex.split(line[2:])
+            out.append((words[0].split("=", 1)[1], words[2:]))
+    return out
+
+
+def test_serve_vllm_starts_one_replica_per_gpu_and_names_them_for_the_backbone(tmp_path):
+    p8 = _adapter(tmp_path, "prime-qwen3-8b-600", "Qwen/Qwen3-8B")
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "serve_vllm.sh"), "Qwen/Qwen3-8B", "--replicas", "3",
+                           "--adapters", str(tmp_path), "--dry-run"], capture_output=True, text=True, cwd=REPO,
+                          env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"})
+    assert proc.returncode == 0, proc.stderr
+    replicas = _replica_lines(proc)
+    assert [gpus for gpus, _ in replicas] == ["0", "1", "2"]
+    assert [args[args.index("--port") + 1] for _, args in replicas] == ["8000", "8001", "8002"]
+    assert all(args[args.index("--lora-modules") + 1:] == [f"prime-qwen3-8b-600={p8}"] for _, args in replicas)
+    override = proc.stdout.strip()
+    backbone = instantiate(compose(["backbone=student-8b-600", "graph=prime", override]).backbone)
+    assert backbone.base_url == [f"http://127.0.0.1:{p}/v1" for p in (8000, 8001, 8002)]
+    assert backbone.model == "prime-qwen3-8b-600"                     # served by every replica
+
+
+def test_serve_vllm_replicas_take_the_jobs_gpus_in_groups():
+    """On a SLURM node the job's GPUs are CUDA_VISIBLE_DEVICES; a replica of K GPUs runs tensor-parallel."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "serve_vllm.sh"), "Qwen/Qwen3-8B", "--replicas", "2",
+                           "--gpus-per-replica", "2", "--host", "0.0.0.0", "--port", "9000", "--dry-run"],
+                          capture_output=True, text=True, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr
+    replicas = _replica_lines(proc)
+    assert [gpus for gpus, _ in replicas] == ["4,5", "6,7"]
+    assert all(args[args.index("--tensor-parallel-size") + 1] == "2" and args[args.index("--host") + 1] == "0.0.0.0"
+               for _, args in replicas)
+    import socket
+
+    host = socket.gethostname()    # 0.0.0.0 listens everywhere: the URLs name the node, for jobs on other nodes
+    assert proc.stdout.strip() == f"backbone.base_url=[http://{host}:9000/v1,http://{host}:9001/v1]"
+    short = subprocess.run(["bash", str(REPO / "scripts" / "serve_vllm.sh"), "Qwen/Qwen3-8B", "--replicas", "3",
+                            "--dry-run"], capture_output=True, text=True, cwd=REPO, env={**env, "CUDA_VISIBLE_DEVICES": "0,1"})
+    assert short.returncode == 2 and short.stderr.strip() == (
+        "--replicas 3 x --gpus-per-replica 1 needs 3 GPUs; CUDA_VISIBLE_DEVICES has 2 (0,1)")

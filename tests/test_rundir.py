@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ark import atomic
 from ark.eval import runner, shards
 from ark.eval.rundir import RunDir, find_run_dirs
 from tests.helpers.tiny_retriever import TinyRetriever, make_queries
@@ -57,3 +58,22 @@ def test_not_a_run_directory(tmp_path):
         RunDir(tmp_path)
     with pytest.raises(FileNotFoundError, match="nope"):
         find_run_dirs([tmp_path / "nope"])
+
+
+def _write_many(path: str, writer: int) -> None:
+    for k in range(200):
+        atomic.write_json(path, {"writer": writer, "k": k})
+
+
+def test_several_processes_write_one_json_file_at_once(tmp_path):
+    """The shards of a run (SLURM array tasks) all write the run's run.json when they start."""
+    import multiprocessing as mp
+
+    path = tmp_path / "run.json"
+    procs = [mp.get_context("fork").Process(target=_write_many, args=(str(path), i)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    assert json.loads(path.read_text())["k"] == 199 and [p.name for p in tmp_path.iterdir()] == ["run.json"]

@@ -155,8 +155,8 @@ def test_shard_merge_equals_single_run(tmp_path):
     # a run without shards: one line naming where it looked
     bad = subprocess.run([sys.executable, "-m", "ark", "merge", str(tmp_path / "single")],
                          capture_output=True, text=True, cwd=REPO)
-    assert bad.returncode == 2 and bad.stderr == (f"ark merge: error: no shard directories given or found under "
-                                                  f"{tmp_path / 'single'}/shards\n")
+    assert bad.returncode == 2 and bad.stderr == (f"ark merge: error: {tmp_path / 'single'}: no shard directories "
+                                                  "(shards/<i>-of-<n>)\n")
 
 
 KILL_SCRIPT = """
@@ -386,7 +386,7 @@ def test_a_directory_holds_one_identity_and_one_writer(tmp_path):
         run(_bm25_cfg(tmp_path, "seed=1"))
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
     # a second writer while the first holds the directory
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; from ark.eval.runner import run_lock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from ark.eval.rundir import run_lock\n"
                                f"with run_lock({str(out)!r}):\n print('held', flush=True); sys.stdin.read()"],
                               cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

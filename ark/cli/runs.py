@@ -60,12 +60,17 @@ def cmd_diagnose(args) -> int:
 def cmd_merge(args) -> int:
     from ark.eval import shards
 
-    dirs = args.shard_dirs or sorted(str(d) for d in (Path(args.out_dir) / "shards").glob("*-of-*"))
-    if not dirs:
-        raise FileNotFoundError(f"no shard directories given or found under {args.out_dir}/shards")
-    summary = shards.merge(dirs, args.out_dir)
+    try:
+        summary = shards.merge_run(args.run_dir, args.shards)
+    except shards.ShardsNotReady as e:
+        raise ValueError(str(e)) from None
+    n = len(summary["run"]["merged_from"])
+    target = Path(args.llm_cache) if args.llm_cache else shards.shard_llm_cache_target(args.run_dir, n)
+    added = shards.merge_llm_caches(args.run_dir, target, n) if target is not None else 0
     print(json.dumps({k: summary[k] for k in ("n", "n_ok", "n_degraded", "n_failed", "n_missing", "complete",
                                               "status")}))
+    if target is not None:
+        print(f"LLM cache: {added} replies added to {target}")
     for name, v in summary["metrics"].items():
         print(f"{name:>10}: {v['mean']:.4f}  [{v['ci_low']:.4f}, {v['ci_high']:.4f}]")
     return 0
@@ -85,11 +90,16 @@ def register(sub) -> None:
                              "summary printed. The same as python experiments/run.py with these overrides.")
     _hydra_args(p)
 
-    p = add_verb(sub, "merge", cmd_merge, help="merge shard run directories into one run directory",
-                 description="Join the shard runs of a run (shard=i/n) into OUT_DIR: predictions, "
-                             "trajectories, metrics; complete only when every query is.")
-    p.add_argument("out_dir", help="the run directory (its shards are under OUT_DIR/shards/)")
-    p.add_argument("shard_dirs", nargs="*", help="shard directories (default: OUT_DIR/shards/*-of-*)")
+    p = add_verb(sub, "merge", cmd_merge, help="merge a sharded run's shards into its run directory",
+                 description="Join the shards of a run (shard=i/n, under RUN_DIR/shards/<i>-of-<n>) into "
+                             "RUN_DIR, queries in the unsharded order: predictions, trajectories, metrics "
+                             "(complete only when every query is); then move the shards' own LLM caches "
+                             "into the run's. Refused while a shard has not finished. A Hydra sweep of "
+                             "shards does this by itself when its last shard ends (ark.config.callbacks).")
+    p.add_argument("run_dir", help="the run directory (its shards are under RUN_DIR/shards/)")
+    p.add_argument("--shards", type=int, default=None, help="the shard count n (default: the one found)")
+    p.add_argument("--llm-cache", default=None,
+                   help="merge the shards' LLM caches into this file (default: paths.llm_cache of the shards' config)")
 
     p = add_verb(sub, "diagnose", cmd_diagnose, help="the reachability ceiling of a query set, no LLM",
                  description="Compose conf/diagnose.yaml with the overrides and measure what the tools "

@@ -7,7 +7,7 @@
 `run(cfg)` is what ``python experiments/run.py``, ``ark run`` and the tests call. In order: every
 setting is checked (`ark.config.settings`), the run's identity and fingerprint are made
 (`ark.config.identity`) and compared with what the directory holds, the prerequisites are checked
-(`ark.config.prerequisites`), the directory is claimed (``run.lock``, `ark.eval.runner.run_lock`) and
+(`ark.config.prerequisites`), the directory is claimed (``run.lock``, `ark.eval.rundir.run_lock`) and
 compared again; only then are ``config.yaml`` and ``run.json`` written, the graph and queries loaded,
 the retriever built from ``retriever.build`` (a factory of `ark.config.retrievers`), the queries run
 (`ark.eval.runner.run_queries`), the run paired with ``compare_to`` (`ark.eval.compare`) and the summary
@@ -32,7 +32,7 @@ from ark import atomic
 from ark.eval import compare, runner, shards
 from ark.eval.settings import RunSettings
 from ark.eval.logger import redact
-from ark.eval.rundir import RunDir
+from ark.eval.rundir import RunDir, RunDirInUse, run_lock
 from ark.llm.local_server import serving
 
 
@@ -57,9 +57,9 @@ def run(cfg: DictConfig) -> dict:
     check_prerequisites(cfg, source)
     reference = _reference_run(cfg)
     try:
-        lock = runner.run_lock(out)
+        lock = run_lock(out)
         lock.__enter__()
-    except runner.RunDirInUse as e:
+    except RunDirInUse as e:
         raise SystemExit(str(e)) from None
     try:
         return _run_locked(cfg, info, out, source, reference)

@@ -43,7 +43,10 @@ Records are read through tolerant accessors (`status`, `gold`, `ranking`, `agent
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
@@ -60,11 +63,54 @@ PER_QUERY = "per_query.csv"
 TRAJECTORY_STATS = "trajectory_stats.csv"
 ATTRIBUTION = "attribution.csv"
 SHARDS = "shards"
+LOCK_FILE = "run.lock"
 IDENTITY_KEYS = ("experiment", "graph", "retriever", "backbone", "budget", "ablation", "t_max", "n_agents",
                  "agent_options", "split", "run_name")
 
 
 # ------------------------------------------------------------------------------ record accessors
+class RunDirInUse(RuntimeError):
+    """Another process is writing the run directory (it holds ``run.lock``)."""
+
+
+_held_locks: dict[Path, list] = {}   # run dir -> [fd, depth]: this process's locks (re-entrant)
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path | str):
+    """Hold ``<run_dir>/run.lock`` (creating the directory) for as long as the block runs.
+
+    A second process that asks for the same directory gets `RunDirInUse` at once, naming the holder's
+    pid; the lock dies with its process (``flock``), so a kill -9 leaves no stale lock. Re-entrant
+    within one process (``ark.config.run`` takes it before writing ``run.json``, then the runner)."""
+    key = Path(run_dir).resolve()
+    if key in _held_locks:
+        _held_locks[key][1] += 1
+        try:
+            yield
+        finally:
+            _held_locks[key][1] -= 1
+        return
+    key.mkdir(parents=True, exist_ok=True)
+    fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise RunDirInUse(f"{run_dir} is in use by another run (pid {holder}); wait for it to end, or give "
+                          "this run its own directory (experiment_name=... or out_dir=...)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _held_locks[key] = [fd, 1]
+    try:
+        yield
+    finally:
+        del _held_locks[key]
+        os.close(fd)          # releases the flock
+
+
+
 def key(query_id: Any) -> str:
     """The string a query id is matched by (ids are ints for STaRK, may be strings elsewhere)."""
     return str(query_id)

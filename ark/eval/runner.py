@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -42,7 +41,7 @@ from ark import atomic
 from ark.eval.metrics import as_candidates, scored_list
 from ark.eval.records import build_record, load_predictions, trajectory_intact
 # the run directory's files are named, documented and read in ark.eval.rundir
-from ark.eval.rundir import METRICS_FILE, PREDICTIONS, TRAJ_DIR
+from ark.eval.rundir import METRICS_FILE, PREDICTIONS, TRAJ_DIR, run_lock
 from ark.eval.rundir import key as _key
 from ark.eval.settings import RunSettings
 from ark.eval.summary import per_query_rows, summarize
@@ -50,52 +49,8 @@ from ark.retriever import Retriever
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = "run.lock"
-
-
-class RunDirInUse(RuntimeError):
-    """Another process is writing the run directory (it holds ``run.lock``)."""
-
-
 class RunStorageError(OSError):
     """The run directory cannot be written (disk full, quota, read-only); the run stopped cleanly."""
-
-
-_held_locks: dict[Path, list] = {}   # run dir -> [fd, depth]: this process's locks (re-entrant)
-
-
-@contextlib.contextmanager
-def run_lock(run_dir: Path | str):
-    """Hold ``<run_dir>/run.lock`` (creating the directory) for as long as the block runs.
-
-    A second process that asks for the same directory gets `RunDirInUse` at once, naming the holder's
-    pid; the lock dies with its process (``flock``), so a kill -9 leaves no stale lock. Re-entrant
-    within one process (``ark.config.run`` takes it before writing ``run.json``, then the runner)."""
-    key = Path(run_dir).resolve()
-    if key in _held_locks:
-        _held_locks[key][1] += 1
-        try:
-            yield
-        finally:
-            _held_locks[key][1] -= 1
-        return
-    key.mkdir(parents=True, exist_ok=True)
-    fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise RunDirInUse(f"{run_dir} is in use by another run (pid {holder}); wait for it to end, or give "
-                          "this run its own directory (experiment_name=... or out_dir=...)") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-    _held_locks[key] = [fd, 1]
-    try:
-        yield
-    finally:
-        del _held_locks[key]
-        os.close(fd)          # releases the flock
 
 
 def _repair_tail(path: Path) -> None:
@@ -279,7 +234,10 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
 def run_queries(retriever: Retriever, queries: Sequence, settings: RunSettings, candidate_ids=None,
                 logger=None) -> dict:
     """Synchronous wrapper around `arun` (in an event loop of its own, whose HTTP connections the
-    retriever releases at the end through its ``aclose``, when it has one)."""
+    retriever releases at the end through its ``aclose``, when it has one). A shard (``shard`` in
+    ``settings.extra``) writes its LLM replies to a cache in its own directory (`ark.eval.shards.own_llm_cache`)."""
+    from ark.eval import shards
+
     async def once() -> dict:
         try:
             return await arun(retriever, queries, settings, candidate_ids, logger)
@@ -288,5 +246,8 @@ def run_queries(retriever: Retriever, queries: Sequence, settings: RunSettings, 
             if aclose is not None:
                 await aclose()
 
-    return asyncio.run(once())
+    own_cache = shards.own_llm_cache(retriever, settings.out_dir) if settings.extra.get("shard") \
+        else contextlib.nullcontext()
+    with own_cache:
+        return asyncio.run(once())
 

@@ -20,6 +20,13 @@ disk while storing a reply raises ``OSError(ENOSPC)`` naming the file (the runne
                     agent_index=0)
     cache.get(key)            # -> dict | None
     cache.put(key, {...})
+
+SQLite's locks are not to be trusted on a filesystem shared by several nodes (NFS, Lustre), so a
+cluster job that may run beside others writes a cache of its own: ``ResponseCache(own, fallback=shared)``
+writes only to ``own`` and, on a miss, looks the key up in ``shared`` read-only (opened ``immutable``:
+no lock, no journal; a read that fails there is a miss, never an error, and never moves the shared
+file aside). ``merge(sources, into)`` then copies every reply of the job caches into the shared one, from
+one process (the run's own merge step, ``ark.eval.shards``).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +73,19 @@ def cache_key(*, model: str, messages: list[dict], tools: list[dict] | None, par
 
 
 class ResponseCache:
-    """SQLite-backed key → JSON store shared by all clients, threads and processes of a run."""
+    """SQLite-backed key → JSON store shared by all clients, threads and processes of a run.
 
-    def __init__(self, path: str | Path, timeout_s: float = 60.0):
+    ``fallback``: another cache file, read (never written) on a miss (see the module doc)."""
+
+    def __init__(self, path: str | Path, timeout_s: float = 60.0, fallback: str | Path | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout_s = timeout_s
+        self.fallback = Path(fallback) if fallback is not None else None
+        if self.fallback is not None and self.fallback.resolve() == self.path.resolve():
+            raise ValueError(f"a cache cannot fall back on itself: {self.path}")
         self._local = threading.local()
+        self._fallback_broken = False
         self._conn()  # create the file and schema now, so setup errors surface at setup
 
     def _conn(self) -> sqlite3.Connection:
@@ -131,7 +145,26 @@ class ResponseCache:
 
     def get(self, key: str) -> dict | None:
         row = self._run("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        if row is None and self.fallback is not None:
+            return self._fallback_get(key)
         return json.loads(row[0]) if row else None
+
+    def _fallback_get(self, key: str) -> dict | None:
+        """``key`` in the fallback file, read-only; any failure there is a miss (warned once)."""
+        if self._fallback_broken or not self.fallback.exists():
+            return None
+        try:
+            conn = getattr(self._local, "fallback", None)
+            if conn is None or getattr(self._local, "fallback_pid", None) != os.getpid():
+                conn = sqlite3.connect(f"{self.fallback.resolve().as_uri()}?immutable=1", uri=True,
+                                       check_same_thread=False)
+                self._local.fallback, self._local.fallback_pid = conn, os.getpid()
+            row = conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+            return json.loads(row[0]) if row else None
+        except (sqlite3.Error, ValueError) as e:
+            self._fallback_broken = True
+            log.warning("LLM cache %s cannot be read (%s); its replies are not replayed in this process", self.fallback, e)
+            return None
 
     def put(self, key: str, value: dict, model: str = "") -> None:
         """Store ``value`` under ``key`` unless the key exists already (first write wins)."""
@@ -145,21 +178,62 @@ class ResponseCache:
         return self._run("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone() is not None
 
     def close(self) -> None:
-        """Close this thread's connection (others close when their threads/processes end)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        """Close this thread's connections (others close when their threads/processes end)."""
+        for name in ("conn", "fallback"):
+            conn = getattr(self._local, name, None)
+            if conn is not None:
+                conn.close()
+                setattr(self._local, name, None)
+
+    def items(self):
+        """Every stored (key, model, value JSON text, created) row, in insertion order."""
+        return self._run("SELECT key, model, value, created FROM responses ORDER BY rowid").fetchall()
 
     def __repr__(self) -> str:
-        return f"ResponseCache({str(self.path)!r})"
+        extra = f", fallback={str(self.fallback)!r}" if self.fallback is not None else ""
+        return f"ResponseCache({str(self.path)!r}{extra})"
 
-    # pickling (multiprocessing) carries only the path; each process reconnects
+    # pickling (multiprocessing) carries only the paths; each process reconnects
     def __getstate__(self) -> dict:
-        return {"path": self.path, "timeout_s": self.timeout_s}
+        return {"path": self.path, "timeout_s": self.timeout_s, "fallback": self.fallback}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"], state["timeout_s"])
+        self.__init__(state["path"], state["timeout_s"], state.get("fallback"))
+
+
+def merge(sources: Iterable[str | Path], into: str | Path) -> int:
+    """Copy every reply of the cache files ``sources`` into the cache ``into`` (created if needed) in one
+    transaction; a key ``into`` holds already keeps its reply (first write wins, as in ``put``).
+    Returns the number of replies added. A source that is missing is skipped; one that is not a
+    readable cache raises ``sqlite3.DatabaseError`` naming it, before anything is written."""
+    rows = []
+    for src in sources:
+        src = Path(src)
+        if not src.exists():
+            continue
+        try:
+            conn = sqlite3.connect(f"{src.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                rows += conn.execute("SELECT key, model, value, created FROM responses ORDER BY rowid").fetchall()
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as e:
+            raise sqlite3.DatabaseError(f"LLM cache {src} cannot be read: {e}") from e
+    target = ResponseCache(into)
+    conn = target._conn()
+    before = len(target)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("INSERT OR IGNORE INTO responses (key, model, value, created) VALUES (?, ?, ?, ?)", rows)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        added = len(target) - before
+        target.close()
+    return added
 
 
 def _is_corrupt(e: sqlite3.DatabaseError) -> bool:

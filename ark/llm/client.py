@@ -6,7 +6,8 @@ Providers (``BackboneConfig.provider``):
 - ``azure``   — Azure OpenAI; key from ``AZURE_OPENAI_API_KEY``, endpoint from
   ``AZURE_OPENAI_ENDPOINT`` (or ``base_url``); ``model`` is the deployment name.
 - ``vllm``    — ``vllm serve`` (``scripts/serve_vllm.sh``); ``base_url`` like
-  ``http://127.0.0.1:8000/v1``; Qwen3 wants ``extra_body={"chat_template_kwargs":
+  ``http://127.0.0.1:8000/v1``, or a list of replicas' URLs (``ark.llm.replicas``: the least busy
+  answers, a failing one is left out); Qwen3 wants ``extra_body={"chat_template_kwargs":
   {"enable_thinking": False}}``.
 - ``local``   — llama-cpp-python's server started by ``ark.llm.local_server.LocalServer``.
 
@@ -40,7 +41,6 @@ With a ``ResponseCache`` a repeated request makes no HTTP call and returns the s
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
 import os
@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 
 from ark.llm.cache import ResponseCache, cache_key
 from ark.llm.pricing import Price, resolve_price
+from ark.llm.replicas import transport_for, urls_of
 from ark.llm.transport import (
     EMBEDDINGS_PATH,
     OPENAI_BASE_URL,
@@ -63,6 +64,7 @@ from ark.llm.transport import (
     TransportConnectionError,
     TransportTimeout,
     make_transport,
+    retry_after_s,
 )
 
 log = logging.getLogger(__name__)
@@ -177,7 +179,8 @@ class BackboneConfig:
     name: str = "local"  # label in run names and reports, e.g. "gpt-4.1", "qwen3-8b"
     model: str = "local"  # model id sent in requests (Azure: the deployment name)
     provider: str = "local"  # one of PROVIDERS
-    base_url: str | None = None  # required for vllm/local; Azure: endpoint (else from env)
+    base_url: str | list[str] | None = None  # required for vllm/local; Azure: endpoint (else from env); a list:
+    # replicas of one model, each request to the least busy (ark.llm.replicas)
     api_key_env: str | None = None  # env var holding the key; default per provider
     endpoint_env: str = "AZURE_OPENAI_ENDPOINT"  # Azure endpoint env var when base_url is unset
     api_version: str = "2024-10-21"  # Azure API version
@@ -209,6 +212,15 @@ class BackboneConfig:
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
             raise ValueError(f"unknown provider {self.provider!r}; valid: {list(PROVIDERS)}")
+        if self.base_url is not None and not isinstance(self.base_url, str):
+            self.base_url = [str(u) for u in _plain(self.base_url)]
+            if not self.base_url:
+                raise ValueError("base_url is an empty list; give one URL or a list of replicas' URLs")
+            if self.provider == "local":
+                if len(self.base_url) > 1:
+                    raise ValueError("provider 'local' starts one server: give one base_url, not a list of "
+                                     f"{len(self.base_url)} (replicas are for vllm, openai and azure)")
+                self.base_url = self.base_url[0]
         if self.provider in ("vllm", "local") and not self.base_url:
             raise ValueError(f"provider {self.provider!r} needs base_url, e.g. http://127.0.0.1:8000/v1")
         if self.required_tool_choice is None:
@@ -265,27 +277,6 @@ def _read_env(var: str, what: str, provider: str) -> str:
     return value
 
 
-def _retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """Seconds asked for by ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if not ra:
-        return None
-    try:
-        return max(0.0, float(ra))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(ra)
-            return max(0.0, when.timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
-
-
 def _error_message(reply: HTTPReply) -> str:
     body = reply.body
     if isinstance(body, Mapping):
@@ -316,9 +307,9 @@ def _route(cfg: BackboneConfig) -> Route:
     else:  # self-hosted servers accept any key unless started with one
         key = (os.environ.get(var, "") if var else "") or "EMPTY"
     if cfg.provider == "azure":
-        endpoint = cfg.base_url or _read_env(cfg.endpoint_env, "endpoint URL", "azure")
+        endpoint = next(iter(urls_of(cfg.base_url)), None) or _read_env(cfg.endpoint_env, "endpoint URL", "azure")
         return Route("azure", endpoint, key, deployment=cfg.model, api_version=cfg.api_version)
-    base = cfg.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+    base = next(iter(urls_of(cfg.base_url)), None) or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
     return Route(cfg.provider, base, key)
 
 
@@ -363,7 +354,7 @@ async def _post_with_retries(transport: Any, body: dict, c: BackboneConfig, stat
                 if reply.status not in RETRYABLE_STATUS:
                     raise LLMTransportError(f"{c.name}: HTTP {reply.status}: {msg}",
                                             status_code=reply.status, attempts=attempt)
-                reason, status, wait = f"HTTP {reply.status}: {msg}", reply.status, _retry_after_s(reply.headers)
+                reason, status, wait = f"HTTP {reply.status}: {msg}", reply.status, retry_after_s(reply.headers)
                 cause = None
         if attempt == attempts:
             kind = MalformedReplyError if isinstance(cause, MalformedReplyError) else LLMTransportError
@@ -397,7 +388,8 @@ class LLMClient:
         if self._transport is None or self._transport_loop is not loop:
             old, old_loop = self._transport, self._transport_loop
             # swap before any await: the other tasks of this loop must find the new one
-            self._transport = make_transport(self._route, self.config.http, self.config.timeout_s)
+            self._transport = transport_for(self._route, self.config.base_url, self.config.http, self.config.timeout_s,
+                                            make=make_transport)
             self._transport_loop = loop
             await _release(old, old_loop)
         return self._transport

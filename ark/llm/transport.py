@@ -23,7 +23,9 @@ Raises ``TransportTimeout`` or ``TransportConnectionError``; HTTP errors are ret
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,3 +167,24 @@ def make_transport(route: Route, http: str, timeout_s: float):
     if http not in TRANSPORTS:
         raise ValueError(f"unknown http transport {http!r}; valid: {list(TRANSPORTS)}")
     return TRANSPORTS[http](route, timeout_s)
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Seconds asked for by ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(ra)
+            return max(0.0, when.timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None

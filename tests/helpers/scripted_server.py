@@ -60,6 +60,9 @@ request ({"n", "t" (time.time()), "outcome", "request" (SHA-256 of the request b
 a server run in a process of its own.
 
 ``ScriptedServer(latency_s=0.2)`` adds a fixed latency to every response (the agent benchmark).
+``ScriptedServer(capacity=k)`` answers at most ``k`` chat requests at once, like a model server whose
+batch is full; the others wait their turn (their latency starts when a slot frees), so the server's
+throughput is at most ``k / latency_s`` replies per second (the replica benchmark).
 ``server.max_in_flight`` is the most chat requests the server held at once (concurrency is asserted
 on it, never on wall time); ``ScriptedServer(gate=n)`` holds every chat request until ``n`` have
 been in flight together once (a client that never sends ``n`` at once waits out ``gate_timeout_s``
@@ -261,6 +264,7 @@ class ScriptedServer:
         faults: FaultPlan | None = None,
         log_path: str | None = None,
         latency_s: float = 0.0,
+        capacity: int | None = None,
         gate: int | None = None,
         gate_timeout_s: float = 30.0,
         host: str = "127.0.0.1",
@@ -276,6 +280,7 @@ class ScriptedServer:
         self.faults = faults
         self.log_path = log_path
         self.latency_s = latency_s
+        self._slots = threading.BoundedSemaphore(capacity) if capacity else None
         self.outcomes: list[str] = []  # per request, arrival order: "ok" or what went wrong
         self.requests: list[dict] = []  # JSON bodies of chat requests, arrival order
         self.request_times: list[float] = []  # time.monotonic() at arrival, same order
@@ -521,6 +526,13 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 server._leave()
 
         def _answer_post(self, request: dict) -> None:
+            if server._slots is None:
+                self._answer_now(request)
+                return
+            with server._slots:   # capacity: wait for a free slot, then take the full latency
+                self._answer_now(request)
+
+        def _answer_now(self, request: dict) -> None:
             status, headers, body, delay = server._answer(request, {k.lower(): v for k, v in self.headers.items()}, self.path)
             if delay > 0 and server._stop.wait(delay):
                 self.close_connection = True
