@@ -9,11 +9,11 @@ export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
 # W&B offline only where a test or the demo needs it; a recipe (reproduce-table1 ARGS=logger=wandb...)
 # logs as W&B itself would: online with a key (`wandb login` or WANDB_API_KEY), else offline.
-OFFLINE_WANDB := demo test test-chaos test-integration test-distill test-dense test-comparison test-all
+OFFLINE_WANDB := demo test test-browser test-chaos test-integration test-distill test-dense test-comparison test-slurm test-all
 $(OFFLINE_WANDB): export WANDB_MODE := offline
 
 .PHONY: help install install-local install-distill install-dense demo test test-integration test-comparison \
-        test-chaos test-distill test-dense test-slurm test-all table1 reproduce-table1 table1-demo figures viewer bench \
+        test-chaos test-distill test-dense test-slurm test-browser test-all table1 reproduce-table1 table1-demo figures viewer bench \
         bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense clean
 
 help:
@@ -91,12 +91,16 @@ test-comparison: ## against stark-qa's own code, in its own environment (.venv-c
 test-dense: $(VENV)/.dense ## local MiniLM encoder and faiss HNSW/IVF on small slices
 	$(PY) -m pytest -q -m dense tests/dense
 
+test-browser: $(VENV)/.core ## the trajectory viewer in headless Chromium (installs Debian's chromium as root)
+	bash tests/browser/install.sh
+	$(PY) -m pytest -q -m browser tests/browser
+
 test-slurm: $(VENV)/.core ## sweeps, job arrays, scancel and requeue on a real single-node SLURM cluster (root; a few minutes)
 	bash tests/slurm/install.sh
 	$(PY) -m ark build --graph demo
 	bash tests/slurm/run.sh $(PY)
 
-test-all: test test-chaos test-integration test-distill test-dense test-comparison test-slurm
+test-all: test test-browser test-chaos test-integration test-distill test-dense test-comparison test-slurm
 
 clean:
 	rm -rf $(VENV) .venv-compare data/cache

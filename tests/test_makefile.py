@@ -17,7 +17,7 @@ from tests.helpers.paths import DEMO_ROOT, REPO
 from tests.helpers.wandb_stand_in import ENV, URL, records, site_dir
 
 STAMPS = [f"--assume-old=.venv/.{s}" for s in ("core", "local", "distill", "dense")]   # never (re)install
-FORCED = ["test", "test-chaos", "test-integration", "test-distill", "test-dense", "test-comparison", "test-all",
+FORCED = ["test", "test-browser", "test-chaos", "test-integration", "test-distill", "test-dense", "test-comparison", "test-all",
           "demo"]
 FREE = ["reproduce-table1", "table1", "table1-demo", "figures", "viewer", "bench-agent"]
 KEY = "0123456789abcdef" * 2 + "01234567"
