@@ -34,6 +34,7 @@ text, mixed id types, unreadable files. `export` writes any graph (and its queri
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,7 +64,8 @@ EDGE_COLUMNS = ("src", "dst", "relation")
 QUERY_COLUMNS = ("id", "query", "answers")
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 SETTINGS_FILE = "graph.json"
-SETTINGS_KEYS = ("name", "candidate_types", "candidates", "template", "node_types", "relations")
+SETTINGS_KEYS = ("name", "candidate_types", "candidates", "template", "node_types", "relations", "format")
+EXPORT_FORMAT = "ark-tables/1"   # graph.json's "format" in a folder `export` wrote: the only kind it replaces
 QUERIES_CACHE, QUERIES_CACHE_VERSION = "queries.json", 1   # resolved query sets, beside the graph cache
 DEFAULT_SPLIT = "test"
 
@@ -425,6 +427,9 @@ class TablesSource(GraphSource):
         unknown = [k for k in settings if k not in SETTINGS_KEYS]
         if unknown:
             raise TablesError(f"{p}: unknown setting {unknown[0]!r}; valid settings: {', '.join(SETTINGS_KEYS)}")
+        if settings.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
+            raise TablesError(f"{p}: unknown format {settings['format']!r}; the only format is {EXPORT_FORMAT!r} "
+                              "(what an export writes; leave it out otherwise)")
         return settings
 
     def _input_files(self) -> list[Path]:
@@ -655,13 +660,17 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, fmt: str = "par
     """Write ``graph`` (and its ``queries``, a `QuerySet`) as a tables folder at ``out``: ``nodes``
     (``text`` = the full document, so ``graph.json`` sets the template ``{text}``), ``edges`` (as
     stored), ``queries`` (answers as external ids; each query once, ``split`` listing its splits) and
-    ``graph.json`` (vocabulary order, candidates). Written beside and renamed into place."""
+    ``graph.json`` (vocabulary order, candidates, and ``"format": "ark-tables/1"``, the mark of a folder
+    this function wrote). Written beside and renamed into place.
+
+    ``out`` must be new or empty; ``force`` replaces only a folder that an earlier export wrote (its
+    ``graph.json`` carries the mark, and it holds nothing but the export's own files), never the working
+    directory or one of its parents. Anything else is refused with one line (`check_export_target`)."""
     fmts = {"parquet": ".parquet", "csv": ".csv", "jsonl": ".jsonl"}
     if fmt not in fmts:
         raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(fmts)}")
     out = Path(out)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise ValueError(f"{out} exists and is not empty; choose another folder or pass force")
+    check_export_target(out, force)
     ext = np.array([graph.external_id(i) for i in range(graph.num_nodes)], dtype=object) \
         if graph.has_external_ids else np.arange(graph.num_nodes, dtype=np.int64)
     if graph.has_external_ids and graph.meta.get("external_id_type") == "int":
@@ -672,8 +681,8 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, fmt: str = "par
     edges = pa.table({"src": ext[src], "dst": ext[dst],
                       "relation": pa.DictionaryArray.from_arrays(rel.astype(np.int32), graph.relation_names)
                       .cast(pa.string())})
-    settings: dict = {"name": graph.name, "template": "{text}", "node_types": graph.node_type_names,
-                      "relations": graph.relation_names}
+    settings: dict = {"format": EXPORT_FORMAT, "name": graph.name, "template": "{text}",
+                      "node_types": graph.node_type_names, "relations": graph.relation_names}
     cands = np.asarray(graph.candidate_ids)
     types = np.asarray(graph.node_types)
     if len(cands) != graph.num_nodes or not np.array_equal(cands, np.arange(graph.num_nodes)):
@@ -689,6 +698,39 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, fmt: str = "par
             _write(_query_table(queries, ext, fmt), tmp / f"queries{fmts[fmt]}", fmt)
         (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1, ensure_ascii=False))
     return out
+
+
+_EXPORTED = re.compile(r"^(?:nodes|edges|queries)\.(?:parquet|csv|jsonl)$")
+
+
+def check_export_target(out: Path | str, force: bool = False) -> None:
+    """Raise ValueError, one line, unless `export` may write ``out``: a new or empty folder, or with
+    ``force`` a folder an earlier export wrote (``graph.json`` with ``"format": "ark-tables/1"`` and
+    only the export's own files). The working directory and its parents are never replaced."""
+    out = Path(out)
+    where, cwd = out.resolve(), Path.cwd().resolve()
+    if where == cwd or where in cwd.parents:
+        raise ValueError(f"{out} is the working directory or one of its parents ({where}); export never "
+                         "replaces it: choose a new folder")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ValueError(f"{out} is {'a link' if out.is_symlink() else 'a file'}, not a folder; choose a new "
+                         "folder for the export")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not force:
+        raise ValueError(f"{out} exists and is not empty; choose another folder (force replaces only a "
+                         "folder an earlier export wrote)")
+    try:
+        mark = json.loads((out / SETTINGS_FILE).read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        mark = None
+    if mark != EXPORT_FORMAT:
+        raise ValueError(f"{out} was not written by an export (no {SETTINGS_FILE} with \"format\": "
+                         f"\"{EXPORT_FORMAT}\"); force replaces only such a folder: choose a new folder")
+    foreign = sorted(p.name for p in out.iterdir() if p.name != SETTINGS_FILE and not _EXPORTED.match(p.name))
+    if foreign:
+        raise ValueError(f"{out} holds {foreign[0]!r}" + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+                         + ", which no export wrote; force does not replace it: move it out or choose a new folder")
 
 
 def _plain(x):
