@@ -166,15 +166,6 @@ def _break(kind, folder):
         df.loc[3, "dst"] = "P99"
         _write_edges(folder, df)
         return r"edges\.jsonl: row 4, column 'dst': edge endpoint 'P99' is not a node id \(1 such row\)"
-    if kind == "null text":                   # CSV has no null (an empty field is empty text): JSONL here
-        df = _nodes(folder)
-        df.loc[2, "text"] = None
-        (folder / "nodes.csv").unlink()
-        df.to_json(folder / "nodes.jsonl", orient="records", lines=True)
-        return r"nodes\.jsonl: row 3, column 'text': null text"
-    if kind == "empty text":
-        _set_node(folder, 4, "text", "   ")
-        return r"nodes\.csv: row 5, column 'text': empty text"
     if kind == "mixed ids in one column":
         df = _edges(folder).astype(object)
         df.loc[2, "src"] = 7
@@ -197,8 +188,8 @@ def _break(kind, folder):
     raise AssertionError(kind)
 
 
-KINDS = ["missing column", "duplicate id", "unknown edge endpoint", "null text", "empty text",
-         "mixed ids in one column", "mixed ids across files", "unreadable file", "answer not a node"]
+KINDS = ["missing column", "duplicate id", "unknown edge endpoint", "mixed ids in one column",
+         "mixed ids across files", "unreadable file", "answer not a node"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
