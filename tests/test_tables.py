@@ -233,8 +233,8 @@ def test_a_changed_input_file_rebuilds_the_cache(kg, tmp_path, monkeypatch):
 
 
 def test_two_folders_under_the_default_name_never_share_a_cache(kg, tmp_path, monkeypatch):
-    """`graph=tables` leaves `graph.name=tables`: each folder still gets its own graph, BM25 index and
-    resolved queries, and neither rebuilds the other's."""
+    """Two folders whose graph.json give one name (a copy): each folder still gets its own graph, BM25
+    index and resolved queries, and neither rebuilds the other's."""
     from hydra.utils import instantiate
 
     from ark.config.compose import compose
@@ -249,7 +249,7 @@ def test_two_folders_under_the_default_name_never_share_a_cache(kg, tmp_path, mo
 
     def job(folder):
         cfg = compose(["graph=tables", f"graph.path={folder}", f"paths.data={tmp_path / 'data'}", "retriever=bm25"])
-        assert cfg.graph.name == "tables"
+        assert cfg.graph.name == "tables_kg"          # graph.json's name, in both
         s = instantiate(cfg.graph)
         g = s.graph()
         ranking = instantiate(cfg.retriever.build)(graph=g).retrieve("lexical matching rare words tail entities")
@@ -257,7 +257,7 @@ def test_two_folders_under_the_default_name_never_share_a_cache(kg, tmp_path, mo
 
     (s1, g1, r1), (s2, g2, r2) = job(kg), job(other)
     assert s1.cache_dir != s2.cache_dir and s1.cache_dir.parent == s2.cache_dir.parent
-    assert s1.cache_dir.name.startswith("tables-") and s2.cache_dir.name.startswith("tables-")
+    assert s1.cache_dir.name.startswith("tables_kg-") and s2.cache_dir.name.startswith("tables_kg-")
     assert "Lexical matching" in g2.node_text(0) and "Lexical matching" not in g1.node_text(0)
     assert r2[0] == 0 and r1[0] != 0                  # each BM25 index is its own graph's
     assert (s1.cache_dir / "bm25_unstemmed").is_dir() and (s2.cache_dir / "bm25_unstemmed").is_dir()

@@ -197,3 +197,22 @@ def test_answers_outside_the_candidates_are_a_build_error(kg, tmp_path, capsys):
     assert err.startswith("ark build: error: ") and "not a candidate" in err and err.count("\n") == 1
     ok = source(kg, tmp_path, candidate_types=["author", "paper"])
     assert len(ok.queries()) == 8
+
+
+# --- the graph's name ---------------------------------------------------------------------------------
+def test_graph_json_names_the_runs_unless_the_command_line_does(kg, tmp_path):
+    """`graph=tables graph.path=F` names the graph as `ark build --graph F` does: graph.json's name, else
+    the folder's; graph.name=... on the command line wins over both."""
+    from ark.config.compose import compose
+    from ark.data.locate import source_for_path
+
+    def named(*extra):
+        cfg = compose(["graph=tables", f"graph.path={kg}", f"paths.data={tmp_path / 'data'}", *extra])
+        return cfg.graph.name, cfg.out_dir.split("/")[-2]
+
+    (kg / "graph.json").write_text(json.dumps({"name": "my_lab_kg"}))
+    assert named() == ("my_lab_kg", "my_lab_kg")
+    assert source_for_path(kg, tmp_path / "data").name == "my_lab_kg"
+    assert named("graph.name=other") == ("other", "other")
+    (kg / "graph.json").unlink()
+    assert named() == ("kg", "kg") and source_for_path(kg, tmp_path / "data").name == "kg"

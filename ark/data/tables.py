@@ -444,11 +444,25 @@ def documents(table: pa.Table, names: pa.Array, types: pa.Array, texts: pa.Array
 
 
 # ============================================================================ the source
+def default_name(path: str | Path | None) -> str:
+    """The name a tables graph goes by when none is given: ``graph.json``'s ``name``, else the folder's
+    name ("tables" without a folder). ``conf/graph/tables.yaml`` names its graph this way, so a run, its
+    cache and ``ark build --graph <folder>`` agree; a name given on the command line wins."""
+    if path is None:
+        return "tables"
+    folder = Path(path)
+    try:
+        name = json.loads((folder / SETTINGS_FILE).read_text()).get("name")
+    except (OSError, ValueError, AttributeError):
+        name = None   # no or a broken graph.json: the source names the problem when it is built
+    return name if isinstance(name, str) and name else (folder.resolve().name or "tables")
+
+
 class TablesSource(GraphSource):
     """A graph read from a folder of tables (or from explicit ``nodes``/``edges``/``queries`` files).
 
-    ``name`` (default: ``graph.json``'s, else the folder's name) names the cache and the run
-    directories; ``candidate_types`` restricts the ranked candidates to these node types;
+    ``name`` (default: ``graph.json``'s, else the folder's name, `default_name`; a given one wins) names
+    the cache and the run directories; ``candidate_types`` restricts the ranked candidates to these node types;
     ``template`` replaces the default document layout."""
 
     def __init__(self, path: str | Path | None = None, name: str | None = None, root: str | Path = DEFAULT_ROOT,
@@ -468,7 +482,7 @@ class TablesSource(GraphSource):
             candidate_types = [t.strip() for t in candidate_types.split(",") if t.strip()]
         self.candidate_types = list(candidate_types) if candidate_types is not None else self.settings.get("candidate_types")
         self.template = template if template is not None else self.settings.get("template")
-        name = name or self.settings.get("name") or (folder.resolve().name if folder is not None else self.nodes_path.parent.name)
+        name = name or (default_name(folder) if folder is not None else self.nodes_path.parent.name)
         super().__init__(str(name), root)
 
     def _need_folder(self, what: str) -> Path:
