@@ -519,6 +519,9 @@ class TablesSource(GraphSource):
     def problems(self) -> list[str]:
         return [f"tables file missing: {p}" for p in self._input_files() if not p.exists()]
 
+    def data_files(self) -> dict[str, list[Path]]:
+        return {"graph": self._input_files(), "queries": [self.queries_path] if self.queries_path is not None else []}
+
     def input_fingerprint(self) -> str:
         missing = self.problems()
         if missing:
