@@ -9,7 +9,8 @@ memory-map the old folder's files keep valid maps.
 
 Every temporary name is ``<name>.tmp-<pid>`` (an old folder moved aside: ``<name>.old-<pid>``): two
 processes never write the same temporary file, and a leftover names the process that left it
-(`writer_pid`). Nothing is fsynced: a write survives the death of its process, not a power cut.
+(`writer_pid`; `leftovers` lists those whose process no longer runs, for a writer that resumes or
+removes them). Nothing is fsynced: a write survives the death of its process, not a power cut.
 Standard library only and no ark import, so every layer may use it.
 
     from ark import atomic
@@ -46,6 +47,33 @@ def writer_pid(path: Path | str) -> int | None:
     """The pid in a temporary (``.tmp-<pid>``) or moved-aside (``.old-<pid>``) name; None for any other name."""
     match = _OWNED.search(Path(path).name)
     return int(match.group(1)) if match else None
+
+
+def pid_running(pid: int) -> bool:
+    """Whether a process with this pid runs (on this machine; a pid reused since reads as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # someone else's process
+        return True
+    return True
+
+
+def leftovers(path: Path | str) -> list[Path]:
+    """The temporary and moved-aside names of ``path`` (``<name>.tmp-<pid>``, ``<name>.old-<pid>``) left by
+    processes that no longer run: what a writer killed between writing and renaming leaves behind. This
+    process's own are not listed, nor a running process's (a concurrent writer's work in progress)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    out = []
+    for p in sorted(path.parent.iterdir()):
+        pid = writer_pid(p)
+        if pid is not None and p.name[: -len(str(pid)) - len(_TEMP)] == path.name and pid != os.getpid() \
+                and not pid_running(pid):
+            out.append(p)
+    return out
 
 
 @contextlib.contextmanager
