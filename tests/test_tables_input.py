@@ -216,3 +216,31 @@ def test_graph_json_names_the_runs_unless_the_command_line_does(kg, tmp_path):
     assert named("graph.name=other") == ("other", "other")
     (kg / "graph.json").unlink()
     assert named() == ("kg", "kg") and source_for_path(kg, tmp_path / "data").name == "kg"
+
+
+# --- README's pandas snippet ----------------------------------------------------------------------------
+def readme_block(start: str) -> str:
+    """The fenced Python block of README.md whose code starts with ``start``."""
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    found = [b for b in blocks if b.startswith(start)]
+    assert len(found) == 1, f"README has {len(found)} python blocks starting with {start!r}"
+    return found[0]
+
+
+def test_the_readme_builds_a_graph_from_pandas(tmp_path, monkeypatch, capsys):
+    from ark.cli.main import main
+    from ark.config.compose import compose
+    from ark.config.run import run
+
+    monkeypatch.chdir(tmp_path)
+    exec(compile(readme_block("from pathlib import Path\n\nimport pandas as pd\n"), "README.md", "exec"), {})
+    assert main(["build", "--graph", "my_kg", "--root", "data"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["name"], stats["nodes"], stats["edges"], stats["queries_per_split"]) == ("my_kg", 3, 2, {"test": 1})
+    s = TablesSource("my_kg", root="data")
+    g, q = s.graph(), s.queries()
+    assert g.node_text(g.node_index("g1")) == "- name: FBN1\n- type: gene"
+    assert [g.external_id(a) for a in q["q1"].answer_ids] == ["d1", "d2"]
+    summary = run(compose(["graph=tables", "graph.path=my_kg", "retriever=bm25", "progress=false", "n_boot=10"]))
+    assert summary["complete"] and Path("results/runs/default/my_kg/bm25_test/predictions.jsonl").is_file()
