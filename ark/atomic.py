@@ -60,18 +60,32 @@ def pid_running(pid: int) -> bool:
     return True
 
 
+def _on_this_host(name: str) -> bool:
+    """Whether a temporary name was made on this host: names that carry no host (``.tmp-<pid>``) are
+    taken as this host's; one that ends ``-<thread>-<host>`` is compared (a pid means something only on
+    the host that ran it, e.g. beside a cluster's shared filesystem)."""
+    parts = name.rsplit(_TEMP if _TEMP in name else _ASIDE, 1)[-1].split("-", 2)
+    if len(parts) < 3:
+        return True
+    import socket
+
+    return parts[2] == (socket.gethostname().replace("/", "_") or "localhost")
+
+
 def leftovers(path: Path | str) -> list[Path]:
     """The temporary and moved-aside names of ``path`` (``<name>.tmp-<pid>``, ``<name>.old-<pid>``) left by
-    processes that no longer run: what a writer killed between writing and renaming leaves behind. This
-    process's own are not listed, nor a running process's (a concurrent writer's work in progress)."""
+    processes of this host that no longer run: what a writer killed between writing and renaming leaves
+    behind. This process's own are not listed, nor a running process's (a concurrent writer's work in
+    progress), nor another host's."""
     path = Path(path)
     if not path.parent.is_dir():
         return []
     out = []
     for p in sorted(path.parent.iterdir()):
         pid = writer_pid(p)
-        if pid is not None and p.name[: -len(str(pid)) - len(_TEMP)] == path.name and pid != os.getpid() \
-                and not pid_running(pid):
+        if pid is None or not p.name.startswith((path.name + _TEMP, path.name + _ASIDE)):
+            continue
+        if pid != os.getpid() and _on_this_host(p.name) and not pid_running(pid):
             out.append(p)
     return out
 

@@ -39,6 +39,14 @@ def dead_pid() -> int:
     return p.pid
 
 
+def named_for(d: Path, pid: int, kind: str = "tmp") -> Path:
+    """The temporary (or moved-aside) name process ``pid`` would give ``d``: this process's name with
+    the pid swapped (`ark.atomic.temp_path`)."""
+    mine = atomic.temp_path(d).name[len(d.name) + len(".tmp-"):]
+    rest = mine.split("-", 1)[1:]
+    return d.with_name(f"{d.name}.{kind}-{pid}" + "".join("-" + r for r in rest))
+
+
 @pytest.fixture()
 def server():
     with ScriptedServer(latency_s=0.4) as s:
@@ -56,18 +64,21 @@ def test_a_build_killed_with_minus_9_resumes_where_it_stopped(tmp_path, server):
             "dimensions=8, batch_size=2, max_retries=0)\n"
             f"node_embeddings(toy_graph(), enc, {str(tmp_path)!r}, batch={BATCH}, progress=False)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    progress = atomic.temp_path(d).with_name(f"{d.name}.tmp-{proc.pid}") / "progress.json"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if json.loads(progress.read_text())["done"] >= 2 * BATCH:
-                break
-        except (OSError, ValueError):
-            pass
+
+    def rows_written() -> int:
+        for progress in [named_for(d, proc.pid) / "progress.json"]:
+            try:
+                return json.loads(progress.read_text())["done"]
+            except (OSError, ValueError):
+                pass
+        return 0
+
+    while time.monotonic() < deadline and rows_written() < 2 * BATCH:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    done = json.loads(progress.read_text())["done"]
+    done = rows_written()
     assert 2 * BATCH <= done < graph.num_nodes and not d.exists()
     before = encoded_texts(server)
     emb = node_embeddings(graph, encoder(server.base_url), tmp_path, batch=BATCH, progress=False)
@@ -97,14 +108,14 @@ def test_a_failed_build_resumes_in_the_same_process_and_dead_leftovers_go(tmp_pa
     graph = toy_graph()
     d = cache_path(tmp_path, encoder(server.base_url))
     d.parent.mkdir(parents=True)
-    junk = d.with_name(f"{d.name}.tmp-{dead_pid()}")                        # a dead build of another kind
+    junk = named_for(d, dead_pid())                                         # a dead build of another kind
     junk.mkdir()
     (junk / "vectors.npy").write_bytes(b"half a header")
-    aside = d.with_name(f"{d.name}.old-{dead_pid()}")
+    aside = named_for(d, dead_pid(), "old")
     aside.mkdir()
     live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
-        busy = d.with_name(f"{d.name}.tmp-{live.pid}")                      # a concurrent builder's work
+        busy = named_for(d, live.pid)                                       # a concurrent builder's work
         busy.mkdir()
         with pytest.raises(KeyboardInterrupt):
             node_embeddings(graph, Failing(server.base_url, fail_at=4), tmp_path, batch=BATCH, progress=False)
@@ -126,8 +137,24 @@ def test_a_leftover_of_another_manifest_is_not_resumed(tmp_path, server):
         node_embeddings(toy_graph("other"), Failing(server.base_url, fail_at=3), tmp_path, batch=BATCH,
                         progress=False)
     d = cache_path(tmp_path, encoder(server.base_url))
-    os.replace(atomic.temp_path(d), d.with_name(f"{d.name}.tmp-{dead_pid()}"))
+    os.replace(atomic.temp_path(d), named_for(d, dead_pid()))
     before = encoded_texts(server)
     node_embeddings(graph, encoder(server.base_url), tmp_path, batch=BATCH, progress=False)
     assert encoded_texts(server) - before == graph.num_nodes
     assert sorted(p.name for p in d.parent.iterdir()) == [d.name]
+
+
+def test_leftovers_are_the_dead_processes_of_this_host(tmp_path):
+    """What `ark.atomic.leftovers` may remove: a dead process's temporary or moved-aside name on this host;
+    never this process's own, a running process's, another target's, or a name another host made."""
+    d = tmp_path / "cache"
+    dead, other = named_for(d, dead_pid()), named_for(d, dead_pid(), "old")
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        kept = [atomic.temp_path(d), named_for(d, live.pid), named_for(tmp_path / "cachex", dead_pid()),
+                d.with_name(f"{d.name}.tmp-{dead_pid()}-1-another.host")]
+        for p in [dead, other, *kept]:
+            p.mkdir()
+        assert atomic.leftovers(d) == sorted([dead, other])
+    finally:
+        live.communicate(b"")

@@ -111,3 +111,19 @@ def test_ask_without_a_key_or_a_server_is_one_line(capsys, tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert err.startswith(f"ark ask: error: backbone 'scripted': cannot connect to {url} (Connection refused)")
     assert err.count("\n") == 1
+
+
+def test_replicas_are_refused_only_when_none_accepts_a_connection():
+    from ark.config.prerequisites import server_problems
+    from ark.llm.client import BackboneConfig
+    from tests.helpers.scripted_server import ScriptedServer
+
+    dead = [f"http://127.0.0.1:{closed_port()}/v1" for _ in range(2)]
+    with ScriptedServer() as server:
+        assert server_problems(BackboneConfig(name="r", provider="vllm", base_url=[dead[0], server.base_url])) == []
+        assert server.calls == 0                                   # a connection, no request
+    assert server_problems(BackboneConfig(name="r", provider="vllm", base_url=dead)) == [
+        f"backbone 'r': cannot connect to {u} (Connection refused); start its server, or fix backbone.base_url"
+        for u in dead]
+    with pytest.raises(ValueError, match="base_url 'notaurl' is not an http"):
+        BackboneConfig(provider="vllm", base_url=[dead[0], "notaurl"])

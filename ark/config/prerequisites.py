@@ -50,18 +50,19 @@ def server_problems(backbone, timeout_s: float = 5.0) -> list[str]:
 
     if backbone.provider == "local":
         return []
-    url = backbone.base_url
-    if url is None and backbone.provider == "azure":
-        url = os.environ.get(backbone.endpoint_env)
-    elif url is None:
-        url = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
-    if not url:
+    urls = backbone.base_url
+    if urls is None and backbone.provider == "azure":
+        urls = os.environ.get(backbone.endpoint_env)
+    elif urls is None:
+        urls = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+    urls = [urls] if isinstance(urls, str) else [u for u in (urls or []) if u]
+    if not urls:
         return []   # no endpoint at all: the key check names what is missing
-    why = connect_problem(url, timeout_s)
-    if why is None:
+    why = {url: connect_problem(url, timeout_s) for url in urls}
+    if any(w is None for w in why.values()):   # replicas: the run goes on while one of them answers
         return []
-    return [f"backbone {backbone.name!r}: cannot connect to {url} ({why}); start its server, or fix "
-            "backbone.base_url"]
+    return [f"backbone {backbone.name!r}: cannot connect to {url} ({w}); start its server, or fix "
+            "backbone.base_url" for url, w in why.items()]
 
 
 def prerequisite_problems(cfg: DictConfig, source=None) -> list[str]:

@@ -228,8 +228,8 @@ class BackboneConfig:
             raise ValueError(f"unknown provider {self.provider!r}; valid: {list(PROVIDERS)}")
         if self.provider in ("vllm", "local") and not self.base_url:
             raise ValueError(f"provider {self.provider!r} needs base_url, e.g. http://127.0.0.1:8000/v1")
-        if self.base_url is not None:
-            check_base_url(self.base_url)
+        for url in ([self.base_url] if isinstance(self.base_url, str) else list(self.base_url or [])):
+            check_base_url(url)   # one URL, or each of a list of replicas
         if self.required_tool_choice is None:
             self.required_tool_choice = "auto" if self.provider == "local" else "required"
         if self.serving is None and self.provider == "local":
