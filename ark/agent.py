@@ -23,8 +23,9 @@ Options for small models (`AgentConfig`, all off by default, so the paper's loop
   picks them, and ids it was never shown are rejected as always.
 
 Who handles what:
-- the model's mistakes (arguments that are not a JSON object, unknown tool, no tool call, ids never
-  shown in an observation) become error observations fed back to the model, and count as steps;
+- the model's mistakes (arguments that are not a JSON object, unknown tool, a tool call without a name,
+  no tool call, ids never shown in an observation) become error observations fed back to the model,
+  and count as steps;
 - transport failures and malformed replies (an HTTP 200 that is not a chat completion) are retried
   inside `ark.llm.client.LLMClient`; the `LLMTransportError` (or `MalformedReplyError`) it raises after its
   retries ends that trajectory with stop_reason "error" and its error, R so far kept; the other agents
@@ -268,6 +269,9 @@ class Agent:
     def _call(self, tc: ToolCall, answer: AnswerState) -> tuple[str, list[int], str | None, float]:
         """One tool call -> (observation, node ids shown, error, tool seconds): the tool's handler runs on
         its target, the tool set (graph tools) or the answer state (answer tools)."""
+        if not tc.name:
+            return (f"Error: your tool call has no function name. Call one of: {', '.join(self.tool_names)}.",
+                    [], "tool call without a name", 0.0)
         spec = self.specs.get(tc.name)
         if spec is None:
             err = f"unknown tool {tc.name!r}"

@@ -11,7 +11,9 @@ Every temporary name is ``<name>.tmp-<pid>-<thread>-<host>`` (an old folder move
 ``<name>.old-<pid>-<thread>-<host>``): two writers never write the same temporary file — not two
 processes, not two threads of one process, not two nodes of a cluster writing to a shared
 filesystem (the shards of a run all write its ``run.json``) — and a leftover names the process and the
-host that left it (`writer_pid`, `writer_host`). Nothing is fsynced: a write survives the death of its process, not a power cut.
+host that left it (`writer_pid`, `writer_host`; `leftovers` lists those of this host whose process no
+longer runs, for a writer that resumes or removes them). Nothing is fsynced: a write survives the death
+of its process, not a power cut.
 Standard library only and no ark import, so every layer may use it.
 
     from ark import atomic
@@ -37,7 +39,7 @@ from typing import IO, Any
 
 _TEMP = ".tmp-"
 _ASIDE = ".old-"
-_OWNED = re.compile(r"\.(?:tmp|old)-([0-9]+)-[0-9]+-(.+)$")
+_OWNED = re.compile(r"\.(?:tmp|old)-([0-9]+)(?:-[0-9]+-(.+))?$")   # also the older ``.tmp-<pid>``
 _HOST = socket.gethostname().replace("/", "_") or "localhost"
 
 
@@ -58,9 +60,39 @@ def writer_pid(path: Path | str) -> int | None:
 
 
 def writer_host(path: Path | str) -> str | None:
-    """The host in a temporary or moved-aside name (a pid means something only on its own host)."""
+    """The host in a temporary or moved-aside name (a pid means something only on its own host); None for
+    a name without one (written before names carried the host) or any other name."""
     match = _OWNED.search(Path(path).name)
     return match.group(2) if match else None
+
+
+def pid_running(pid: int) -> bool:
+    """Whether a process with this pid runs (on this machine; a pid reused since reads as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # someone else's process
+        return True
+    return True
+
+
+def leftovers(path: Path | str) -> list[Path]:
+    """The temporary and moved-aside names of ``path`` (``<name>.tmp-...``, ``<name>.old-...``) left by
+    processes of this host that no longer run: what a writer killed between writing and renaming leaves
+    behind. This process's own are not listed, nor a running process's (a concurrent writer's work in
+    progress), nor another host's."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    out = []
+    for p in sorted(path.parent.iterdir()):
+        pid = writer_pid(p)
+        if pid is None or not p.name.startswith((path.name + _TEMP, path.name + _ASIDE)):
+            continue
+        if pid != os.getpid() and writer_host(p) in (_HOST, None) and not pid_running(pid):
+            out.append(p)
+    return out
 
 
 @contextlib.contextmanager

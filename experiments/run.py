@@ -17,10 +17,11 @@ rerunning the same command resumes it (finished queries are skipped, failed and 
 and the LLM cache answers the calls already made).
 
 Before anything is read or written every setting is checked (one line per bad value, naming the valid
-choices). ``run.json`` records the run's identity (every resolved setting that can change its records or
-summary, secrets redacted) and its fingerprint; a command whose identity differs is refused on that
-directory with one line naming the differing settings, and ``run.lock`` refuses a second writer while
-one is running. A Hydra sweep over a setting that is not in the directory name (e.g. ``seed=0,1``)
+choices). ``run.json`` records the run's identity (every resolved setting that can change its records,
+secrets redacted, and the fingerprints of the graph's input and query files) and its fingerprint; a
+command whose identity differs is refused on a directory holding finished queries, with one line naming
+the differing settings or the changed files, and ``run.lock`` refuses a second writer while one is
+running. A Hydra sweep over a setting that is not in the directory name (e.g. ``seed=0,1``)
 therefore needs ``experiment_name=...`` or ``out_dir=...`` per point.
 """
 

@@ -18,8 +18,8 @@ from ark.llm.cache import ResponseCache
 from ark.prompts import load_template, prompt_versions, system_prompt
 from ark.tools import FINISH, SELECT
 from ark.trajectory import Trajectory
-from tests.helpers.scripted_server import (ScriptedServer, context_length_error, rate_limited, server_error, slow,
-                                   text_reply, tool_reply)
+from tests.helpers.scripted_server import (ScriptedServer, context_length_error, nameless_tool_call, rate_limited,
+                                           server_error, slow, text_reply, tool_reply)
 from tests.helpers.toy_graph import graph, index, toolset  # shared fixtures
 
 Q = "Which gene is associated with Marfan syndrome?"
@@ -128,6 +128,20 @@ def test_unknown_tool(graph, toolset):
     obs = traj.steps[0].observations[0]
     assert obs == "Error: there is no tool named 'delete_node'. Call one of: search_graph, explore_neighbors, select, finish."
     assert traj.steps[0].error.startswith("delete_node: unknown tool") and len(traj.steps) == 2
+
+
+def test_tool_call_without_a_name_is_the_models_mistake_not_a_retry(graph, toolset):
+    """A temperature-0 reply whose tool call names no function would be the same on every retry: the agent
+    answers it with an error message at once (one request), and the model goes on."""
+    script = [nameless_tool_call('{"query": "Marfan"}'), tool_reply(SEARCH, (SELECT, {"node_ids": [0]}), (FINISH, {}))]
+    with ScriptedServer(script) as server:
+        traj = run(server, graph, toolset).trajectories[0]
+        calls = server.calls
+    assert calls == 2 and traj.stop_reason == "finish" and traj.selected == [0]
+    assert traj.steps[0].observations == ["Error: your tool call has no function name. Call one of: search_graph, "
+                                          "explore_neighbors, select, finish."]
+    assert traj.steps[0].error == ": tool call without a name" and traj.steps[0].response.attempts == 1
+    assert traj.messages[3] == {"role": "tool", "tool_call_id": "c", "content": traj.steps[0].observations[0]}
 
 
 def test_reply_without_tool_call(graph, toolset):

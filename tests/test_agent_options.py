@@ -153,8 +153,9 @@ def test_configs_switch_options_per_backbone_and_record_them(tmp_path):
     off = compose(["backbone=scripted", "+backbone.agent={first_search: true}", "budget.agent.first_search=false"])
     assert instantiate(off.budget.agent).first_search is False
     assert run_info(compose(["retriever=bm25"]))["agent_options"] is None
-    # a run directory made with other options is not resumed
+    # a run directory made with other options (holding a finished query) is not resumed
     (tmp_path / "run.json").write_text(json.dumps(run_info(paper)))
+    (tmp_path / "predictions.jsonl").write_text(json.dumps({"query_id": 1, "status": "ok", "gold": [2]}) + "\n")
     with pytest.raises(SystemExit, match="agent_options='none' there, 'first_search,stop_on_repeat' now"):
         check_same_run(tmp_path, {**run_info(paper), "agent_options": "first_search,stop_on_repeat"})
     old = {k: v for k, v in run_info(paper).items() if k != "agent_options"}  # written before the options

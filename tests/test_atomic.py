@@ -87,7 +87,8 @@ def test_writer_pid_reads_only_temporary_and_moved_aside_names():
     assert atomic.writer_pid("cache.old-123-456-node-7.cluster") == 123
     assert atomic.writer_host("cache.old-123-456-node-7.cluster") == "node-7.cluster"
     assert atomic.writer_host(atomic.temp_path("/x/q1.json")) == socket.gethostname()
-    assert [atomic.writer_pid(n) for n in ("q1.json", "q1.json.tmp", "a.tmp-", "a.tmp-12x", "tmp-5", "a.tmp-12")] == [None] * 6
+    assert atomic.writer_pid("a.tmp-12") == 12 and atomic.writer_host("a.tmp-12") is None   # an older name
+    assert [atomic.writer_pid(n) for n in ("q1.json", "q1.json.tmp", "a.tmp-", "a.tmp-12x", "tmp-5")] == [None] * 5
 
 
 def test_two_threads_of_one_process_never_share_a_temporary_name(tmp_path):

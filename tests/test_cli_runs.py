@@ -116,7 +116,7 @@ def test_ark_diagnose_is_the_composed_job(tmp_path, capsys):
     assert json.loads((tmp_path / "cli" / "reach.json").read_text())["summary"] == summary
     for f in ("reach_gold.csv", "reach_queries.csv"):
         assert (tmp_path / "cli" / f).read_text() == (tmp_path / "lib" / f).read_text()
-    assert printed.startswith(f"reachability of tables/test: 5 queries -> {tmp_path}/cli")
+    assert printed.startswith(f"reachability of tables_kg/test: 5 queries -> {tmp_path}/cli")   # graph.json's name
 
 
 def test_ark_diagnose_multirun_and_a_bad_value(tmp_path, capsys):

@@ -33,6 +33,7 @@ from tests.helpers.scripted_server import (
     context_length_error,
     dropped,
     malformed,
+    nameless_tool_call,
     rate_limited,
     server_error,
     slow,
@@ -481,6 +482,21 @@ def test_malformed_200_is_a_typed_retried_error(kind, http):
         with pytest.raises(MalformedReplyError, match="malformed reply.*gave up after 2 attempts") as ei:
             run(LLMClient(cfg(s, http=http, max_retries=1)).chat(MESSAGES, TOOLS))
     assert isinstance(ei.value, LLMTransportError) and ei.value.status_code == 200 and s.calls == 2
+
+
+def test_a_tool_call_without_a_name_is_returned_not_retried(http):
+    with ScriptedServer([nameless_tool_call(), tool_reply(("finish", {}))]) as s:
+        resp = run(LLMClient(cfg(s, http=http, max_retries=3)).chat(MESSAGES, TOOLS))
+        assert s.calls == 1
+    assert resp.attempts == 1 and [(t.id, t.name, t.arguments) for t in resp.tool_calls] == [("c", "", "{}")]
+
+
+@pytest.mark.parametrize("url", ["notaurl", "127.0.0.1:8000/v1", "ftp://host/v1", "http:///v1", "http://h:99999/v1"])
+def test_a_malformed_base_url_is_refused_when_configured(url):
+    with pytest.raises(ValueError, match=r"base_url .* is not an http\(s\) URL with a host; write it like "
+                                         r"http://127\.0\.0\.1:8000/v1"):
+        BackboneConfig(provider="vllm", base_url=url)
+    assert BackboneConfig(provider="vllm", base_url="https://h.example:8443/v1").base_url
 
 
 def test_dropped_connection_is_retried(http):

@@ -277,7 +277,7 @@ def _entry(args: list[str], cwd: Path) -> subprocess.Popen:
 
 
 BAD_SETTINGS = [  # (override, what the one line must say)
-    ("split=nosuch", "bad setting split='nosuch': choose one of train, val, test, test-0.1, human_generated_eval"),
+    ("split=nosuch", "bad setting split='nosuch': choose one of train, val, test, test-0.1, test-mismatch"),
     ("split=tset", "bad setting split='tset': choose one of train, val, test"),
     ("limit=-1", "bad setting limit=-1: use a whole number >= 0, or null for the whole split"),
     ("limit=abc", "bad setting limit='abc': use a whole number >= 0"),

@@ -166,15 +166,6 @@ def _break(kind, folder):
         df.loc[3, "dst"] = "P99"
         _write_edges(folder, df)
         return r"edges\.jsonl: row 4, column 'dst': edge endpoint 'P99' is not a node id \(1 such row\)"
-    if kind == "null text":                   # CSV has no null (an empty field is empty text): JSONL here
-        df = _nodes(folder)
-        df.loc[2, "text"] = None
-        (folder / "nodes.csv").unlink()
-        df.to_json(folder / "nodes.jsonl", orient="records", lines=True)
-        return r"nodes\.jsonl: row 3, column 'text': null text"
-    if kind == "empty text":
-        _set_node(folder, 4, "text", "   ")
-        return r"nodes\.csv: row 5, column 'text': empty text"
     if kind == "mixed ids in one column":
         df = _edges(folder).astype(object)
         df.loc[2, "src"] = 7
@@ -197,8 +188,8 @@ def _break(kind, folder):
     raise AssertionError(kind)
 
 
-KINDS = ["missing column", "duplicate id", "unknown edge endpoint", "null text", "empty text",
-         "mixed ids in one column", "mixed ids across files", "unreadable file", "answer not a node"]
+KINDS = ["missing column", "duplicate id", "unknown edge endpoint", "mixed ids in one column",
+         "mixed ids across files", "unreadable file", "answer not a node"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -242,8 +233,8 @@ def test_a_changed_input_file_rebuilds_the_cache(kg, tmp_path, monkeypatch):
 
 
 def test_two_folders_under_the_default_name_never_share_a_cache(kg, tmp_path, monkeypatch):
-    """`graph=tables` leaves `graph.name=tables`: each folder still gets its own graph, BM25 index and
-    resolved queries, and neither rebuilds the other's."""
+    """Two folders whose graph.json give one name (a copy): each folder still gets its own graph, BM25
+    index and resolved queries, and neither rebuilds the other's."""
     from hydra.utils import instantiate
 
     from ark.config.compose import compose
@@ -258,7 +249,7 @@ def test_two_folders_under_the_default_name_never_share_a_cache(kg, tmp_path, mo
 
     def job(folder):
         cfg = compose(["graph=tables", f"graph.path={folder}", f"paths.data={tmp_path / 'data'}", "retriever=bm25"])
-        assert cfg.graph.name == "tables"
+        assert cfg.graph.name == "tables_kg"          # graph.json's name, in both
         s = instantiate(cfg.graph)
         g = s.graph()
         ranking = instantiate(cfg.retriever.build)(graph=g).retrieve("lexical matching rare words tail entities")
@@ -266,7 +257,7 @@ def test_two_folders_under_the_default_name_never_share_a_cache(kg, tmp_path, mo
 
     (s1, g1, r1), (s2, g2, r2) = job(kg), job(other)
     assert s1.cache_dir != s2.cache_dir and s1.cache_dir.parent == s2.cache_dir.parent
-    assert s1.cache_dir.name.startswith("tables-") and s2.cache_dir.name.startswith("tables-")
+    assert s1.cache_dir.name.startswith("tables_kg-") and s2.cache_dir.name.startswith("tables_kg-")
     assert "Lexical matching" in g2.node_text(0) and "Lexical matching" not in g1.node_text(0)
     assert r2[0] == 0 and r1[0] != 0                  # each BM25 index is its own graph's
     assert (s1.cache_dir / "bm25_unstemmed").is_dir() and (s2.cache_dir / "bm25_unstemmed").is_dir()

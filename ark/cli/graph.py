@@ -59,12 +59,16 @@ def cmd_build(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ark.data.tables import export
+    from ark.data.tables import check_export_target, export
 
+    check_export_target(args.out, args.force)   # before the graph is loaded: a bad --out costs nothing
     source = open_source(args)
     graph = source.graph()
     queries = None if args.no_queries else source.queries()
-    out = export(graph, args.out, queries, fmt=args.format, force=args.force)
+    try:
+        out = export(graph, args.out, queries, fmt=args.format, force=args.force)
+    except OSError as e:   # e.g. a folder the user may not write
+        raise CLIError(f"cannot write {args.out}: {e.strerror or e}") from None
     print(f"wrote {graph.num_nodes:,} nodes, {graph.num_edges:,} edges"
           + (f", {len(queries):,} queries" if queries is not None else "") + f" to {out}")
     return 0
@@ -96,4 +100,5 @@ def register(sub) -> None:
     p.add_argument("--format", "-f", default="parquet", choices=["parquet", "csv", "jsonl"],
                    help="table format (default: parquet)")
     p.add_argument("--no-queries", action="store_true", help="leave the queries out")
-    p.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
+    p.add_argument("--force", action="store_true",
+                   help="replace an --out folder that an earlier export wrote (nothing else is ever replaced)")

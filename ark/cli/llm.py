@@ -22,8 +22,13 @@ def cmd_ask(args) -> int:
     from ark.cli.ask import ask
     from ark.config.options import backbone_config
 
-    source, graph, tools = open_tools(args)
+    from ark.config.prerequisites import key_problems, server_problems
+
     backbone = backbone_config(args.backbone, args.base_url, args.model)
+    problems = key_problems(backbone) or server_problems(backbone)   # before the graph is loaded
+    if problems:
+        raise CLIError(problems[0])
+    source, graph, tools = open_tools(args)
     cache = None if args.no_cache else str(Path(args.root) / "cache" / "llm" / f"{backbone.name}.sqlite")
     return ask(args.question, graph, tools, backbone, n_agents=args.n_agents, t_max=args.t_max, top=args.top,
                llm_cache=cache, full=args.full)

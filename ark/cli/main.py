@@ -73,6 +73,16 @@ def _is_config_error(e: BaseException) -> bool:
     return type(e).__module__.split(".")[0] in ("hydra", "omegaconf")
 
 
+def _user_error(e: BaseException) -> str | None:
+    """The one line for an error that is the user's to fix and not already a ValueError: a file or
+    folder the command may not read or write, a key the backbone needs; None for anything else."""
+    if isinstance(e, (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)):
+        return f"{e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}"
+    from ark.llm.client import MissingCredentialsError
+
+    return str(e) if isinstance(e, MissingCredentialsError) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -98,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if _is_config_error(e):   # a bad override or option name (Hydra's composition)
             return fail(e)
+        if _user_error(e) is not None:
+            return fail(_user_error(e))
         raise
 
 

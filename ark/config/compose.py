@@ -14,9 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ark.config.location import conf_dir
+
+
+def _tables_name(path) -> str:
+    """``${tables_name:<path>}`` in ``conf/graph/tables.yaml``: the folder's own name for its graph
+    (`ark.data.tables.default_name`: ``graph.json``'s ``name``, else the folder's)."""
+    from ark.data.tables import default_name
+
+    return default_name(None if path is None else str(path))
+
+
+if not OmegaConf.has_resolver("tables_name"):   # registered on import: every composition (Hydra's own too) has it
+    OmegaConf.register_new_resolver("tables_name", _tables_name)
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:

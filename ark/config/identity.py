@@ -1,18 +1,31 @@
-"""Run identity: what names a run, every setting that can change its results, and the same-run check.
+"""Run identity: what names a run, every setting and the data that can change its results, and the
+same-run check.
 
-    from ark.config.identity import run_info, run_identity, fingerprint, check_same_run
+    from ark.config.identity import run_info, run_identity, add_data_identity, fingerprint, check_same_run
     info = run_info(cfg)                     # experiment, graph, retriever, backbone, budget, ... (run.json)
     info["identity"] = run_identity(cfg)     # {dotted key: value}: every setting that changes results
+    add_data_identity(info, source)          # + "data.graph", "data.queries": the data's fingerprints
     info["fingerprint"] = fingerprint(info["identity"])
-    check_same_run(Path(cfg.out_dir), info)  # SystemExit when the directory holds a run with other settings
+    check_same_run(Path(cfg.out_dir), info)  # SystemExit when the directory holds a run with other
+                                             # settings or made on other data
 
-The identity leaves out what cannot change a run's records or summary (`NOT_IDENTITY`: where it
-writes, how fast, how it reaches the server), secrets, the groups a retriever does not use (`ARK_ONLY`,
-search and encoder when unused), and the import paths of configured classes (``_target_``: where a
-class lives says nothing about how the run behaves). `check_same_run` compares identities the same way,
-so a directory whose run.json still holds ``_target_`` keys (written before they were left out, e.g.
-``"backbone._target_": "ark.llm.BackboneConfig"``) resumes; a run.json written before identities were
-recorded is compared on its named settings, with the defaults of the time filled in.
+The identity leaves out what cannot change a run's records (`NOT_IDENTITY`: where it writes, how fast,
+how it reaches the server, and ``count_failed_as_miss``, a scoring policy that changes no prediction: a
+rerun with it re-scores), secrets, the groups a retriever does not use (`ARK_ONLY`, search and encoder
+when unused), and the import paths of configured classes (``_target_``: where a class lives says nothing
+about how the run behaves). `check_same_run` compares identities the same way, so a directory whose
+run.json still holds ``_target_`` keys (written before they were left out, e.g.
+``"backbone._target_": "ark.llm.BackboneConfig"``) or a key now in `NOT_IDENTITY` resumes; a run.json
+written before identities were recorded is compared on its named settings, with the defaults of the time
+filled in.
+
+The data: ``data.graph`` is the graph source's `input_fingerprint` (what keys its cache: the files' names,
+sizes and times, and for tables and RDF the settings that shape the graph), ``data.queries`` the same of
+its query files; ``data_files`` beside the identity lists each file's size and time, so a refusal names
+the file that changed. A directory is only checked when it holds a finished query (`holds_results`): one
+that holds none blocks no command. A run.json written before the data fingerprints is accepted once, if
+every finished record fits the data now (its gold, and the graph's own ids of its nodes:
+`stale_records`); the run then writes the fingerprints.
 """
 
 from __future__ import annotations
@@ -20,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +43,12 @@ from omegaconf import DictConfig, OmegaConf
 from ark.config.settings import agent_options, uses_encoder, uses_search
 from ark.eval.logger import redact
 
-# what cannot change a run's records or summary: where it writes, how fast, how it reaches the server
+log = logging.getLogger(__name__)
+
+# what cannot change a run's records: where it writes, how fast, how it reaches the server, and the
+# scoring policy that changes no prediction (count_failed_as_miss: a rerun re-scores the stored records)
 NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progress", "verbose", "concurrency",
-                "compare_to", "logger", "shard", "retriever.build", "backbone.base_url", "backbone.http",
+                "compare_to", "logger", "shard", "count_failed_as_miss", "retriever.build", "backbone.base_url", "backbone.http",
                 "backbone.timeout_s", "backbone.max_retries", "backbone.backoff_base_s",
                 "backbone.backoff_max_s", "backbone.api_key_env", "backbone.endpoint_env",
                 "budget.agent.concurrency", "search.run_suffix", "search.setup.encoder",
@@ -39,6 +56,8 @@ NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progr
                 "encoder.encoder.batch_size", "encoder.encoder.threads")
 ARK_ONLY = ("backbone", "budget", "ablation")
 TARGET = "_target_"   # Hydra's class import path: not a setting
+DATA_KEYS = ("data.graph", "data.queries")   # the identity's data fingerprints (`data_identity`)
+DATA_FILES = "data_files"                   # run.json: each input file's "size:mtime_ns", for the refusal's line
 
 # settings that change the per-query numbers a run stores (and their values before run.json held them)
 _SCORING_KEYS = ("edges", "cut", "metrics_mode", "torchmetrics")
@@ -106,12 +125,18 @@ def fingerprint(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _setting_keys(identity: dict[str, Any]) -> dict[str, Any]:
+    """An identity's settings, compared as they are today: no ``_target_``, nothing `NOT_IDENTITY` names
+    (a run.json written before a key moved there still held it), no data fingerprints (`DATA_KEYS`)."""
+    return {k: v for k, v in identity.items() if not _is_target(k) and k not in DATA_KEYS
+            and not any(k == s or k.startswith(s + ".") for s in NOT_IDENTITY)}
+
+
 def differing_settings(old: dict[str, Any], info: dict[str, Any]) -> tuple[dict, dict, list[str]]:
     """(old settings, new settings, the keys where they differ) of a stored run.json ``old`` and this
-    run's ``info``, compared as `check_same_run` does."""
+    run's ``info``, compared as `check_same_run` does (the data fingerprints apart: `data_changes`)."""
     if "identity" in old:
-        a = {k: v for k, v in old["identity"].items() if not _is_target(k)}
-        b = {k: v for k, v in info["identity"].items() if not _is_target(k)}
+        a, b = _setting_keys(old["identity"]), _setting_keys(info["identity"])
         return a, b, [k for k in sorted(set(a) | set(b)) if a.get(k, "<unset>") != b.get(k, "<unset>")]
     a, b = dict(old), info   # a run.json written before identities were recorded
     if "agent_options" not in a:  # written before the options existed: all off
@@ -125,14 +150,112 @@ def differing_settings(old: dict[str, Any], info: dict[str, Any]) -> tuple[dict,
                               "search", "encoder", *_SCORING_KEYS) if a.get(k) != b.get(k)]
 
 
-def check_same_run(out: Path, info: dict[str, Any]) -> None:
-    """Refuse to resume a directory made with other settings (compares `run_identity`)."""
+def data_identity(source) -> tuple[dict[str, str], dict[str, str]]:
+    """The run's data: ``({"data.graph": ..., "data.queries": ...}, {file: "size:mtime_ns"})``, the
+    fingerprints of the graph's input files (its cache's `input_fingerprint`) and of its query files for
+    the identity, and each file's size and time, so that a refusal can say which file changed. The source's
+    files are made first where it makes them itself (the demo)."""
+    source.prepare()
+    files = source.data_files()
+    signatures = {}
+    for p in [*files["graph"], *files["queries"]]:
+        st = Path(p).stat()
+        signatures[str(p)] = f"{st.st_size}:{st.st_mtime_ns}"
+    return {"data.graph": source.input_fingerprint(), "data.queries": source.queries_fingerprint()}, signatures
+
+
+def add_data_identity(info: dict[str, Any], source) -> None:
+    """Put `data_identity` into ``info``: the fingerprints into its identity, the file signatures beside it."""
+    data, files = data_identity(source)
+    info["identity"] = dict(sorted({**info["identity"], **data}.items()))
+    info[DATA_FILES] = files
+
+
+def data_changes(old: dict[str, Any], info: dict[str, Any]) -> str | None:
+    """What changed in the data between a stored run.json ``old`` and this run's ``info`` (e.g. "its graph
+    and query set changed: queries.jsonl modified"), or None when the fingerprints agree."""
+    a, b = old.get("identity", {}), info.get("identity", {})
+    what = [name for key, name in (("data.graph", "graph"), ("data.queries", "query set")) if a.get(key) != b.get(key)]
+    if not what:
+        return None
+    fa, fb = old.get(DATA_FILES) or {}, info.get(DATA_FILES) or {}
+    files = [f"{Path(f).name} {'added' if f not in fa else 'removed' if f not in fb else 'modified'}"
+             for f in sorted(set(fa) | set(fb)) if fa.get(f) != fb.get(f)] if fa else []
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return f"its {' and '.join(what)} changed since" + (f" ({shown})" if shown else "")
+
+
+def holds_results(out: Path) -> bool:
+    """Whether the run directory ``out`` (or one of its shards) holds a finished query: a record "ok" or
+    "degraded". A directory without one (a run that stopped before its first query, or whose every
+    query failed) holds nothing a command could lose, and never blocks one."""
+    from ark.eval.rundir import PREDICTIONS, SHARDS, read_predictions
+
+    out = Path(out)
+    for d in [out, *sorted((out / SHARDS).glob("*"))]:
+        if any(r.get("status") in ("ok", "degraded") for r in read_predictions(d / PREDICTIONS).values()):
+            return True
+    return False
+
+
+def check_same_run(out: Path, info: dict[str, Any]) -> bool:
+    """Refuse to resume a directory made with other settings (compares `run_identity`) or on other data
+    (the graph's and queries' fingerprints, `data_changes`), when it holds finished queries
+    (`holds_results`). Returns True when its run.json predates the data fingerprints: the run may
+    resume only if its records fit the data now (`stale_records`), and then records them."""
     prev = Path(out) / "run.json"
-    if not prev.exists():
-        return
-    a, b, diff = differing_settings(json.loads(prev.read_text()), info)
+    if not prev.exists() or not holds_results(out):
+        return False
+    old = json.loads(prev.read_text())
+    a, b, diff = differing_settings(old, info)
     if diff:
         shown = ", ".join(f"{k}={a.get(k, '<unset>')!r} there, {b.get(k, '<unset>')!r} now" for k in diff[:4])
         more = f" (and {len(diff) - 4} more)" if len(diff) > 4 else ""
         raise SystemExit(f"{out} holds a run made with other settings: {shown}{more}; rerun with its settings "
                          "to resume it, or give this run its own directory (experiment_name=... or out_dir=...)")
+    if not all(k in old.get("identity", {}) for k in DATA_KEYS):
+        return True
+    changed = data_changes(old, info)
+    if changed:
+        raise SystemExit(f"{out} holds results made on other data: {changed}, so they would be stale; give this "
+                         "run its own directory (experiment_name=... or out_dir=...), or remove that one to "
+                         "compute it again")
+    return False
+
+
+def stale_records(out: Path, graph, queries) -> str | None:
+    """For a run directory whose run.json predates the data fingerprints: why its finished records do not
+    fit ``graph`` and ``queries`` (the run's selection) now, or None when they do: every record's gold
+    equals its query's gold, and where it names nodes by the graph's own ids (``ranking_external``,
+    ``gold_external``) the node ids still name those nodes."""
+    from ark.eval.rundir import PREDICTIONS, SHARDS, key, read_predictions
+
+    by_id = {key(q.id): q for q in queries}
+    ext = graph.external_id if graph.has_external_ids else None
+    out = Path(out)
+    for d in [out, *sorted((out / SHARDS).glob("*"))]:
+        for k, rec in read_predictions(d / PREDICTIONS).items():
+            q = by_id.get(k)
+            if q is None or rec.get("status") not in ("ok", "degraded"):
+                continue
+            gold = [int(g) for g in rec.get("gold") or []]
+            if gold != [int(a) for a in q.answer_ids]:
+                return f"query {q.id}: gold {gold} there, {list(q.answer_ids)} now"
+            for ids_key, named in (("ranking", "ranking_external"), ("gold", "gold_external")):
+                if ext is not None and named in rec:
+                    ids = [int(i) for i in rec.get(ids_key) or []]
+                    if any(not 0 <= i < graph.num_nodes or ext(i) != e for i, e in zip(ids, rec[named])):
+                        return f"query {q.id}: its node ids name other nodes now ({named})"
+    return None
+
+
+def check_stale_records(out: Path, graph, queries) -> None:
+    """Stop when `stale_records` finds a record that does not fit the data; else say that the directory's
+    run.json, written before data fingerprints, now records them."""
+    why = stale_records(out, graph, queries)
+    if why:
+        raise SystemExit(f"{out} holds results made before run.json recorded the data's fingerprints, and they do "
+                         f"not fit the data now ({why}): give this run its own directory (experiment_name=... or "
+                         "out_dir=...), or remove that one to compute it again")
+    log.warning("%s: run.json predates the data fingerprints; its finished queries fit the graph and queries "
+                "now (gold and node ids), so the run resumes and run.json records the data from now on", out)

@@ -7,7 +7,10 @@
     sweep_problems(["experiment=table1"])    # the same over every point of a sweep
 
 The input files of the graph source (e.g. STaRK's), the key of a paid backbone, and, for a run that
-must not build node embeddings itself (``build_embeddings=false``), the embedding cache.
+must not build node embeddings itself (``build_embeddings=false``), the embedding cache; then, by
+`check_prerequisites` in each job, whether the backbone's server accepts a connection (`server_problems`:
+a malformed ``base_url`` is a bad setting already, an unreachable one is one line naming the URL here,
+not six retries per agent).
 """
 
 from __future__ import annotations
@@ -31,17 +34,44 @@ def embed_command(cfg: DictConfig) -> str:
     return f"python -m experiments.embed graph={graph} encoder={encoder}"
 
 
+def key_problems(backbone) -> list[str]:
+    """The API key a paid backbone (`ark.llm.client.BackboneConfig`) reads from the environment, if unset."""
+    env = backbone.key_env()
+    if backbone.provider in KEY_PROVIDERS and env and not os.environ.get(env):
+        return [f"backbone {backbone.name!r} (provider {backbone.provider}) needs an API key: "
+                f"export {env}=...  (or choose another backbone, e.g. backbone=local)"]
+    return []
+
+
+def server_problems(backbone, timeout_s: float = 5.0) -> list[str]:
+    """The backbone's server, when it does not accept a connection (one line naming the URL). The
+    ``local`` backbone is left out: the run starts llama.cpp itself when nothing answers on its port."""
+    from ark.llm.transport import OPENAI_BASE_URL, connect_problem
+
+    if backbone.provider == "local":
+        return []
+    urls = backbone.base_url
+    if urls is None and backbone.provider == "azure":
+        urls = os.environ.get(backbone.endpoint_env)
+    elif urls is None:
+        urls = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+    urls = [urls] if isinstance(urls, str) else [u for u in (urls or []) if u]
+    if not urls:
+        return []   # no endpoint at all: the key check names what is missing
+    why = {url: connect_problem(url, timeout_s) for url in urls}
+    if any(w is None for w in why.values()):   # replicas: the run goes on while one of them answers
+        return []
+    return [f"backbone {backbone.name!r}: cannot connect to {url} ({w}); start its server, or fix "
+            "backbone.base_url" for url, w in why.items()]
+
+
 def prerequisite_problems(cfg: DictConfig, source=None) -> list[str]:
     """What would stop this run before its first query: the input files of the graph source (e.g.
     STaRK's), the key of a paid backbone. Each problem says how to fix it; empty when the run can start."""
     source = instantiate(cfg.graph) if source is None else source
     problems = list(source.problems())
     if cfg.retriever.name == "ark":
-        backbone = instantiate(cfg.backbone)
-        env = backbone.key_env()
-        if backbone.provider in KEY_PROVIDERS and env and not os.environ.get(env):
-            problems.append(f"backbone {backbone.name!r} (provider {backbone.provider}) needs an API key: "
-                            f"export {env}=...  (or choose another backbone, e.g. backbone=local)")
+        problems += key_problems(instantiate(cfg.backbone))
     if uses_encoder(cfg):
         from ark.search.embeddings import cache_problems
 
@@ -55,8 +85,13 @@ def prerequisite_problems(cfg: DictConfig, source=None) -> list[str]:
 
 
 def check_prerequisites(cfg: DictConfig, source=None) -> None:
-    """Fail before any work when `prerequisite_problems` finds any (the message names each fix)."""
+    """Fail before any work when `prerequisite_problems` finds any (the message names each fix), or,
+    when all is there, when the backbone's server does not accept a connection (`server_problems`: asked
+    by each job where it runs, not by `sweep_problems`, since a sweep's server may be reachable only from
+    the nodes its jobs run on)."""
     problems = prerequisite_problems(cfg, source)
+    if not problems and cfg.retriever.name == "ark":
+        problems = server_problems(instantiate(cfg.backbone))
     if problems:
         raise SystemExit("the run cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
 

@@ -5,11 +5,12 @@
     summary = run(compose(["graph=demo", "retriever=bm25", "limit=5"]))
 
 `run(cfg)` is what ``python experiments/run.py``, ``ark run`` and the tests call. In order: every
-setting is checked (`ark.config.settings`), the run's identity and fingerprint are made
-(`ark.config.identity`) and compared with what the directory holds, the prerequisites are checked
-(`ark.config.prerequisites`), the directory is claimed (``run.lock``, `ark.eval.rundir.run_lock`) and
-compared again; only then are ``config.yaml`` and ``run.json`` written, the graph and queries loaded,
-the retriever built from ``retriever.build`` (a factory of `ark.config.retrievers`), the queries run
+setting is checked (`ark.config.settings`), the prerequisites are checked (`ark.config.prerequisites`:
+files, keys, the backbone's server), the run's identity (its settings and the data's fingerprints) is
+made (`ark.config.identity`) and compared with what the directory holds, the directory is claimed
+(``run.lock``, `ark.eval.rundir.run_lock`) and compared again, the graph and queries are loaded; only
+then are ``config.yaml`` and ``run.json`` written, the retriever built from ``retriever.build`` (a
+factory of `ark.config.retrievers`), the queries run
 (`ark.eval.runner.run_queries`), the run paired with ``compare_to`` (`ark.eval.compare`) and the summary
 printed. The run directory is ``out_dir`` (its shard directory when ``shard`` is set).
 
@@ -25,10 +26,12 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ark.config.identity import check_same_run, fingerprint, run_identity, run_info
+from ark.config.identity import (DATA_FILES, add_data_identity, check_same_run, check_stale_records, fingerprint,
+                                 run_identity, run_info)
 from ark.config.prerequisites import check_prerequisites
 from ark.config.settings import check_settings
 from ark import atomic
+from ark.data.stark import StarkFileError
 from ark.eval import compare, runner, shards
 from ark.eval.settings import RunSettings
 from ark.eval.logger import redact
@@ -50,11 +53,12 @@ def run(cfg: DictConfig) -> dict:
     check_settings(cfg)
     info = run_info(cfg)
     info["identity"] = run_identity(cfg)
-    info["fingerprint"] = fingerprint(info["identity"])
     out = run_dir(cfg)
-    check_same_run(Path(cfg.out_dir), info)
     source = instantiate(cfg.graph)
     check_prerequisites(cfg, source)
+    add_data_identity(info, source)      # the graph's and queries' fingerprints: their files are there now
+    info["fingerprint"] = fingerprint(info["identity"])
+    check_same_run(Path(cfg.out_dir), info)
     reference = _reference_run(cfg)
     try:
         lock = run_lock(out)
@@ -68,17 +72,22 @@ def run(cfg: DictConfig) -> dict:
 
 
 def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, reference) -> dict:
-    check_same_run(Path(cfg.out_dir), info)   # again: a writer may have finished while we waited
+    predates_data = check_same_run(Path(cfg.out_dir), info)   # again: a writer may have finished while we waited
+    try:
+        graph = source.graph()
+        queries = shards.select_queries(source.queries().split(cfg.split), cfg.limit, cfg.get("shard"))
+    except (ValueError, StarkFileError) as e:   # bad input files (TablesError, RdfError...): one line, nothing written
+        raise SystemExit(" ".join(str(e).split())) from None
+    if predates_data:   # a run.json without the data's fingerprints: its records must fit the data now
+        check_stale_records(Path(cfg.out_dir), graph, queries)
     resolved = redact(OmegaConf.to_container(
         OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]), resolve=True))
     atomic.write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)))
     atomic.write_json(Path(cfg.out_dir) / "run.json", info, indent=1)
 
-    graph = source.graph()
-    queries = shards.select_queries(source.queries().split(cfg.split), cfg.limit, cfg.get("shard"))
     retriever = instantiate(cfg.retriever.build)(graph=graph)
     logger = instantiate(cfg.logger)
-    extra = {k: v for k, v in info.items() if k != "identity"}
+    extra = {k: v for k, v in info.items() if k not in ("identity", DATA_FILES)}
     settings = RunSettings(
         out_dir=out, concurrency=cfg.concurrency, top=cfg.retriever.top,
         metrics_mode=cfg.metrics_mode, torchmetrics=str(cfg.torchmetrics), cut=cfg.cut,

@@ -7,7 +7,8 @@
 
 Each problem is one line naming the value and the valid choices. The checks build nothing heavier than
 the small config objects (graph source, backbone, agent, tool and search configs, encoder), whose own
-constructors reject bad values. `uses_search` and `uses_encoder` say which groups a run actually uses.
+constructors reject bad values, and read no file but a tables or RDF graph's queries table (its split
+names, `split_problems`). `uses_search` and `uses_encoder` say which groups a run actually uses.
 """
 
 from __future__ import annotations
@@ -42,9 +43,8 @@ def agent_options(agent_cfg) -> str:
 
 def setting_problems(cfg: DictConfig) -> list[str]:
     """Every bad setting of ``cfg``, one line each naming the value and the valid choices; empty when
-    all are valid. Reads no file and builds nothing heavier than the small config objects."""
-    from ark.data.sources import StarkSource
-    from ark.data.stark import HUMAN_SPLIT, SPLITS
+    all are valid. Reads no file but the split names of a tables or RDF graph's queries, and builds
+    nothing heavier than the small config objects."""
     from ark.eval import shards
     from ark.eval.metrics import MODES
     from ark.search.vectors import KINDS
@@ -62,9 +62,8 @@ def setting_problems(cfg: DictConfig) -> list[str]:
     except Exception as e:  # noqa: BLE001 - reported as a setting problem
         problems.append(f"bad setting in graph: {one_line(e)}")
         source = None
-    splits = (*SPLITS, HUMAN_SPLIT)   # STaRK's split names; other sources check theirs when queries load
-    if isinstance(source, StarkSource) and cfg.split not in splits:
-        bad("split", f"choose one of {', '.join(splits)}")
+    problems += split_problems(cfg, source)
+    problems += scoring_problems(cfg)
     if cfg.limit is not None and not (is_int(cfg.limit) and cfg.limit >= 0):
         bad("limit", "use a whole number >= 0, or null for the whole split")
     if cfg.get("shard") not in (None, ""):
@@ -97,6 +96,36 @@ def setting_problems(cfg: DictConfig) -> list[str]:
         v = OmegaConf.select(cfg, key, default=None)
         if v is not None and v not in KINDS and (key.startswith("retriever") or uses_search(cfg)):
             bad(key, f"choose one of {', '.join(KINDS)}")
+    return problems
+
+
+def split_problems(cfg: DictConfig, source) -> list[str]:
+    """``split`` against the splits the graph source has (`GraphSource.splits`: STaRK's and the demo's
+    are known by name; a tables or RDF graph's are read from its queries file)."""
+    if source is None:
+        return []
+    try:
+        names = source.splits()
+    except Exception as e:  # noqa: BLE001 - an unreadable queries file is a problem of this run's input
+        return [f"bad setting split={cfg.split!r}: the splits of graph {source.name!r} cannot be read: {one_line(e)}"]
+    if not names:
+        return [f"bad setting split={cfg.split!r}: graph {source.name!r} has no queries (a tables or RDF graph "
+                "reads them from a queries table beside its files)"]
+    if cfg.split not in names:
+        return [f"bad setting split={cfg.split!r}: choose one of {', '.join(names)} (the splits of graph {source.name!r})"]
+    return []
+
+
+def scoring_problems(cfg: DictConfig) -> list[str]:
+    """How the run cuts and scores its lists (`ark.eval.metrics`): ``cut`` and ``torchmetrics``."""
+    from ark.eval.metrics import CUTS, TORCHMETRICS
+
+    problems = []
+    if cfg.cut not in CUTS:
+        problems.append(f"bad setting cut={cfg.cut!r}: choose one of {', '.join(CUTS)}")
+    if str(cfg.torchmetrics) not in TORCHMETRICS:
+        problems.append(f"bad setting torchmetrics={cfg.torchmetrics!r}: choose one of "
+                        f"{', '.join(TORCHMETRICS)} (how stark_qa mode ranks; see ark/eval/metrics.py)")
     return problems
 
 

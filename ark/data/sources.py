@@ -10,8 +10,9 @@ a half-written cache) when the inputs change or the cache is damaged. A subclass
 * `ark.data.tables.TablesSource`: your own graph as node/edge/query tables (Parquet, CSV or JSONL).
 
 A new kind of source is one subclass (``input_fingerprint``, ``build``, ``read_queries`` and, when its
-files can be missing, ``problems``) plus one YAML file in ``conf/graph/`` whose ``_target_`` names it.
-Nothing else lists graph names.
+files can be missing, ``problems``; ``data_files`` to name its input and query files, so a changed query
+file is told apart and named; ``splits`` when its split names are known without reading the queries)
+plus one YAML file in ``conf/graph/`` whose ``_target_`` names it. Nothing else lists graph names.
 
     python -m ark build --graph demo         # build (or reuse) a source's cache and print its statistics
 """
@@ -28,6 +29,8 @@ from ark.data.graph import CacheError, KnowledgeGraph
 
 log = logging.getLogger(__name__)
 DEFAULT_ROOT = Path("data")
+# the splits `ark.data.demo` writes (kept here: importing the builder costs torch's import)
+DEMO_SPLITS = ("train", "val", "test", "test-0.1", "test-mismatch")
 
 
 def files_fingerprint(files: Iterable[Path], base: Path | None = None) -> str:
@@ -74,6 +77,21 @@ class GraphSource:
 
     def prepare(self) -> None:
         """Make the inputs available when the source can do so itself (the demo builds its files)."""
+
+    def data_files(self) -> dict[str, list[Path]]:
+        """The input files, by role: ``graph`` (what `input_fingerprint` covers) and ``queries`` (the
+        query sets). A run's identity holds the graph's `input_fingerprint` and the queries'
+        `queries_fingerprint`, so a run directory is never resumed on other data; a source that names
+        no files here is still told apart by its input fingerprint."""
+        return {"graph": [], "queries": []}
+
+    def queries_fingerprint(self) -> str:
+        """A short hash of the query files (names, sizes, times); changes when they change."""
+        return files_fingerprint(self.data_files()["queries"])
+
+    def splits(self) -> list[str]:
+        """The names of the source's query splits (`check_settings` asks before anything is loaded)."""
+        return self.queries().split_names()
 
     # ------------------------------------------------------------------ shared
     @property
@@ -164,6 +182,17 @@ class StarkSource(GraphSource):
         skb = self.raw_root / "skb" / self.name
         return self._with_edges(files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb))
 
+    def data_files(self) -> dict[str, list[Path]]:
+        def under(folder: Path) -> list[Path]:
+            return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+
+        return {"graph": under(self.raw_root / "skb" / self.name), "queries": under(self.raw_root / "qa" / self.name)}
+
+    def splits(self) -> list[str]:
+        from ark.data.stark import HUMAN_SPLIT, SPLITS
+
+        return [*SPLITS, HUMAN_SPLIT]
+
     def build(self) -> KnowledgeGraph:
         from ark.data import stark
 
@@ -207,6 +236,9 @@ class DemoSource(StarkSource):
         from ark.data import stark
 
         return stark.read_graph("demo", self.raw_root, edges=self.edges)
+
+    def splits(self) -> list[str]:
+        return list(DEMO_SPLITS)
 
     def read_queries(self):
         from ark.data import stark

@@ -3,37 +3,45 @@
 A graph folder holds ``nodes.<ext>``, ``edges.<ext>`` and optionally ``queries.<ext>`` and ``graph.json``
 (``<ext>``: ``parquet``, ``csv`` or ``jsonl``; the three tables may use different formats):
 
-* ``nodes``: ``id`` (string or integer, unique), ``type``, ``name``, ``text``. Further columns are
-  appended to the node's document, one ``- <column>: <value>`` line each, in the file's column order,
-  skipping null or empty values. The document (what BM25 indexes and observations cut snippets from) is::
+* ``nodes``: ``id`` (string or integer, unique), ``type``, ``name``, ``text`` (may be empty or null: a
+  node with a name only). Further columns are appended to the node's document, one ``- <column>:
+  <value>`` line each, in the file's column order, skipping null or empty values. The document (what
+  BM25 indexes and observations cut snippets from) is::
 
       - name: <name>
       - type: <type>
-      <text>
+      <text>                 (left out when the text is empty)
       - <column>: <value>
 
   or, when a ``template`` is set, ``template.format(**row)`` over all columns (e.g. ``"{text}"``).
 * ``edges``: ``src``, ``dst``, ``relation`` (node ids as in ``nodes``; stored directed, explored in both
-  directions).
+  directions; a header without rows is a graph without edges).
 * ``queries``: ``id``, ``query``, ``answers`` (a list of node ids; in CSV a JSON list such as
-  ``["P1", "P7"]``), optional ``split`` (a name, names separated by commas, or a list; default ``test``).
-  A split lists its queries in file order.
+  ``["P1", "P7"]`` or a Python one as pandas' ``to_csv`` writes it, ``['P1', 'P7']``; one id alone is
+  a list of one), optional ``split`` (a name, names separated by commas, or a list; default ``test``).
+  A split lists its queries in file order. Every answer must be a candidate (see ``candidate_types``):
+  an answer the run never ranks is a build error, not a silent 0.
 * ``graph.json`` (optional settings; arguments of `TablesSource` win): ``name``, ``candidate_types``
   (the node types ranked and scored, as STaRK ranks only MAG papers; default all nodes), ``candidates``
-  (explicit external ids), ``template``, ``node_types`` and ``relations`` (vocabulary order).
+  (explicit external ids), ``template``, ``node_types`` and ``relations`` (vocabulary order), and
+  ``format`` (``"ark-tables/1"``, written by `export`: the mark of a folder it may replace).
 
-Ids keep their type: integer ids stay integers (in CSV, a column whose values are all integers is read
-as integers), everything else is a string; one graph uses one kind. Internal node ids are 0..N-1 in the
-order of ``nodes``; the external ids are kept in the graph (`KnowledgeGraph.external_id`).
+Ids keep their type: integer ids stay integers (in CSV, a column whose values are all integers written
+as Python writes them is read as integers, so ``007`` and ``7`` are two string ids), everything else is
+a string; one graph uses one kind. Internal node ids are 0..N-1 in the order of ``nodes``; the external
+ids are kept in the graph (`KnowledgeGraph.external_id`). A CSV field may be larger than pyarrow's
+block (it is read again with larger blocks).
 
-Bad input raises `TablesError`, one line naming the file, the row (1 = first data row) and the column:
-missing columns, duplicate ids, edges to unknown nodes, answers that are not nodes, null or empty
-text, mixed id types, unreadable files. `export` writes any graph (and its queries) in this format.
+Bad input raises `TablesError`, one line naming the file, the row (1 = first data row), the column and
+the value as written: missing columns, a table without nodes, duplicate ids, edges to unknown nodes,
+answers that are not nodes or not candidates, answers or splits that are no list or name, mixed id
+types, unreadable files. `export` writes any graph (and its queries) in this format.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -59,11 +67,13 @@ class _Compute:
 pc = _Compute()
 
 NODE_COLUMNS = ("id", "type", "name", "text")
+CSV_INTEGER = r"^\s*(?:0|-?[1-9][0-9]{0,17})\s*$"   # a CSV id read as an integer: as Python writes one
 EDGE_COLUMNS = ("src", "dst", "relation")
 QUERY_COLUMNS = ("id", "query", "answers")
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 SETTINGS_FILE = "graph.json"
-SETTINGS_KEYS = ("name", "candidate_types", "candidates", "template", "node_types", "relations")
+SETTINGS_KEYS = ("name", "candidate_types", "candidates", "template", "node_types", "relations", "format")
+EXPORT_FORMAT = "ark-tables/1"   # graph.json's "format" in a folder `export` wrote: the only kind it replaces
 QUERIES_CACHE, QUERIES_CACHE_VERSION = "queries.json", 1   # resolved query sets, beside the graph cache
 DEFAULT_SPLIT = "test"
 
@@ -96,11 +106,13 @@ def find_table(folder: Path, stem: str, required: bool = True) -> Path | None:
 
 
 def read_table(path: Path | str, required: Sequence[str], id_columns: Sequence[str] = (),
-               dictionary: Sequence[str] = ()) -> pa.Table:
+               dictionary: Sequence[str] = (), list_columns: Sequence[str] = ()) -> pa.Table:
     """Read a Parquet, CSV or JSONL file into an Arrow table and check its required columns. In CSV the
     ``id_columns`` are read as text (`_ids` then decides whether they are integers). Parquet string
     columns named in ``dictionary`` are read dictionary-encoded (as stored): an edge table's 40M ids
-    then cost one lookup per distinct id, not one per row."""
+    then cost one lookup per distinct id, not one per row. A JSONL column of ``list_columns`` whose
+    cells mix kinds (a string among lists) keeps each cell as JSON text, named in the table's
+    metadata (`json_cells`), so its reader sees every cell as it was written."""
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -120,10 +132,10 @@ def read_table(path: Path | str, required: Sequence[str], id_columns: Sequence[s
 
             names = _csv_header(path)
             types = {c: pa.large_string() for c in (*id_columns, "answers", "split") if c in names}
-            table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            table = _read_csv(path, pacsv.ConvertOptions(
                 column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False))
         else:
-            table = _read_jsonl(path, id_columns)
+            table = _read_jsonl(path, id_columns, list_columns)
     except TablesError:
         raise
     except Exception as e:  # pyarrow/pandas raise many kinds of errors for a bad file
@@ -143,11 +155,37 @@ def _csv_header(path: Path) -> list[str]:
         return next(csv.reader(f), [])
 
 
-def _read_jsonl(path: Path, id_columns: Sequence[str]) -> pa.Table:
+def _read_csv(path: Path, convert) -> pa.Table:
+    """pyarrow's CSV reader; a field longer than its block (1 MiB) is read again with larger blocks
+    (up to the whole file) instead of failing with "straddling object"."""
+    import pyarrow.csv as pacsv
+
+    block = None
+    while True:
+        try:
+            return pacsv.read_csv(path, read_options=pacsv.ReadOptions(block_size=block) if block else None,
+                                  convert_options=convert)
+        except pa.ArrowInvalid as e:
+            size = path.stat().st_size
+            if "straddling" not in str(e) or (block or 0) > size:
+                raise
+            block = min(max(8 << 20, 8 * (block or 0)), size + 1, 2**31 - 1)
+
+
+JSON_CELLS = b"ark_json_cells"   # table metadata: the columns whose cells are JSON text (`_read_jsonl`)
+
+
+def json_cells(table: pa.Table) -> set[str]:
+    """The columns of ``table`` whose cells `read_table` kept as JSON text (mixed kinds in a JSONL list column)."""
+    meta = table.schema.metadata or {}
+    return {c for c in meta.get(JSON_CELLS, b"").decode().split(",") if c}
+
+
+def _read_jsonl(path: Path, id_columns: Sequence[str], list_columns: Sequence[str] = ()) -> pa.Table:
     import pandas as pd  # here: a job that only loads a cached graph never pays its import
 
     df = pd.read_json(path, lines=True, dtype=False, convert_dates=False)
-    columns = {}
+    columns, as_json = {}, []
     for c in df.columns:
         values = df[c]
         if c in id_columns and values.dtype == object:
@@ -155,13 +193,28 @@ def _read_jsonl(path: Path, id_columns: Sequence[str]) -> pa.Table:
         try:
             columns[str(c)] = pa.array(values.tolist() if values.dtype == object else values.to_numpy(),
                                        from_pandas=True)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed values in a free column: keep them as text
-            columns[str(c)] = pa.array([None if _isnull(v) else _as_text(v) for v in values], pa.large_string())
-    return pa.table(columns) if columns else pa.table({})
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            if c in list_columns:   # e.g. one string answer among lists: each cell kept as written, as JSON
+                columns[str(c)] = pa.array([None if _isnull(v) else json.dumps(v, ensure_ascii=False, default=str)
+                                            for v in values], pa.large_string())
+                as_json.append(str(c))
+            else:                   # mixed values in a free column: keep them as text
+                columns[str(c)] = pa.array([None if _isnull(v) else _as_text(v) for v in values], pa.large_string())
+    table = pa.table(columns) if columns else pa.table({})
+    return table.replace_schema_metadata({JSON_CELLS: ",".join(as_json).encode()}) if as_json else table
 
 
 def _isnull(v) -> bool:
-    return v is None or (isinstance(v, float) and np.isnan(v))
+    return v is None or (isinstance(v, (float, np.floating)) and bool(np.isnan(v)))
+
+
+def _shown(v) -> str:
+    """A value as the user wrote it, for a message: 7, 'P2', ['a', 'b'] (never np.int64(7))."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return repr(v)
 
 
 def _as_text(v) -> str:
@@ -216,12 +269,13 @@ def _ids(table: pa.Table, column: str, path: Path) -> tuple[pa.Array, str]:
         values = arr.to_numpy()
         bad = np.flatnonzero(values != np.floor(values))
         if len(bad):
-            raise TablesError(f"{_where(path, int(bad[0]), column)}: id {values[bad[0]]!r} is not an integer or string")
+            raise TablesError(f"{_where(path, int(bad[0]), column)}: id {_shown(values[bad[0]])} is not an integer or string")
         return pa.array(values.astype(np.int64)), "int"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         strings = arr.cast(pa.large_string())
         if FORMATS.get(path.suffix.lower()) == "csv":
-            ints = pc.match_substring_regex(strings, r"^\s*-?\d{1,18}\s*$")
+            # integers only when every id is written as one (no leading zeros): "007" and "7" stay two ids
+            ints = pc.match_substring_regex(strings, CSV_INTEGER)
             if pc.all(ints).as_py() and len(strings):
                 return pc.cast(pc.utf8_trim_whitespace(strings), pa.int64()), "int"
         empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(strings)), 0)
@@ -254,8 +308,11 @@ def _dictionary(arr, path: Path, column: str, what: str) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), values)
 
 
-def _texts(table: pa.Table, column: str, path: Path, what: str, allow_empty: bool = False) -> pa.Array:
+def _texts(table: pa.Table, column: str, path: Path, what: str, allow_empty: bool = False,
+           allow_null: bool = False) -> pa.Array:
     arr = table.column(column)
+    if allow_null and arr.null_count:
+        arr = pc.fill_null(arr.cast(pa.large_string()) if pa.types.is_null(arr.type) else arr, "")
     row = _first_null(arr)
     if row is not None:
         raise TablesError(f"{_where(path, row, column)}: null {what}")
@@ -278,8 +335,11 @@ def _texts(table: pa.Table, column: str, path: Path, what: str, allow_empty: boo
 def _check_same_kind(kind: str, node_kind: str, path: Path, column: str, values: pa.Array,
                      nodes_path: Path) -> None:
     if kind != node_kind:
-        raise TablesError(f"{_where(path, 0, column)}: mixed id types: {column} holds {kind} ids "
-                          f"(e.g. {values[0].as_py()!r}) but {nodes_path.name} has {node_kind} ids")
+        row = 0
+        if kind == "str" and FORMATS.get(path.suffix.lower()) == "csv":   # the first id that is not an integer
+            row = int(pc.index(pc.invert(pc.match_substring_regex(values, CSV_INTEGER)), True).as_py())
+        raise TablesError(f"{_where(path, row, column)}: mixed id types: {column} holds {kind} ids "
+                          f"(e.g. {_shown(values[row].as_py())}) but {nodes_path.name} has {node_kind} ids")
 
 
 def _check_unique(ids: pa.Array, path: Path, what: str) -> None:
@@ -287,10 +347,11 @@ def _check_unique(ids: pa.Array, path: Path, what: str) -> None:
         return
     import pandas as pd
 
-    values = pd.Series(ids.to_pylist())
-    row = int(np.flatnonzero(values.duplicated(keep="first").to_numpy())[0])
-    first = int(np.flatnonzero((values == values[row]).to_numpy())[0])
-    raise TablesError(f"{_where(path, row, 'id')}: duplicate {what} id {values[row]!r} (first at row {first + 1})")
+    values = ids.to_pylist()
+    series = pd.Series(values)
+    row = int(np.flatnonzero(series.duplicated(keep="first").to_numpy())[0])
+    first = values.index(values[row])
+    raise TablesError(f"{_where(path, row, 'id')}: duplicate {what} id {_shown(values[row])} (first at row {first + 1})")
 
 
 def _lookup(node_ids: pa.Array, values: pa.Array, path: Path, column: str, what: str) -> np.ndarray:
@@ -359,8 +420,11 @@ def documents(table: pa.Table, names: pa.Array, types: pa.Array, texts: pa.Array
                                   f"{e}); columns: {', '.join(table.column_names)}") from None
         return pa.array(out, pa.large_string())
     names, types, texts = (_decoded(a) for a in (names, types, texts))
+    # a node without text (a name only) keeps the name and type lines: no empty line after them
+    text_line = pc.if_else(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(texts)), 0), pa.scalar("", pa.large_string()),
+                           pc.binary_join_element_wise(pa.scalar("\n", pa.large_string()), texts, pa.scalar("", pa.large_string())))
     parts = [pa.scalar("- name: ", pa.large_string()), names, pa.scalar("\n- type: ", pa.large_string()),
-             types, pa.scalar("\n", pa.large_string()), texts]
+             types, text_line]
     for column in table.column_names:
         if column in NODE_COLUMNS:
             continue
@@ -380,11 +444,25 @@ def documents(table: pa.Table, names: pa.Array, types: pa.Array, texts: pa.Array
 
 
 # ============================================================================ the source
+def default_name(path: str | Path | None) -> str:
+    """The name a tables graph goes by when none is given: ``graph.json``'s ``name``, else the folder's
+    name ("tables" without a folder). ``conf/graph/tables.yaml`` names its graph this way, so a run, its
+    cache and ``ark build --graph <folder>`` agree; a name given on the command line wins."""
+    if path is None:
+        return "tables"
+    folder = Path(path)
+    try:
+        name = json.loads((folder / SETTINGS_FILE).read_text()).get("name")
+    except (OSError, ValueError, AttributeError):
+        name = None   # no or a broken graph.json: the source names the problem when it is built
+    return name if isinstance(name, str) and name else (folder.resolve().name or "tables")
+
+
 class TablesSource(GraphSource):
     """A graph read from a folder of tables (or from explicit ``nodes``/``edges``/``queries`` files).
 
-    ``name`` (default: ``graph.json``'s, else the folder's name) names the cache and the run
-    directories; ``candidate_types`` restricts the ranked candidates to these node types;
+    ``name`` (default: ``graph.json``'s, else the folder's name, `default_name`; a given one wins) names
+    the cache and the run directories; ``candidate_types`` restricts the ranked candidates to these node types;
     ``template`` replaces the default document layout."""
 
     def __init__(self, path: str | Path | None = None, name: str | None = None, root: str | Path = DEFAULT_ROOT,
@@ -404,7 +482,7 @@ class TablesSource(GraphSource):
             candidate_types = [t.strip() for t in candidate_types.split(",") if t.strip()]
         self.candidate_types = list(candidate_types) if candidate_types is not None else self.settings.get("candidate_types")
         self.template = template if template is not None else self.settings.get("template")
-        name = name or self.settings.get("name") or (folder.resolve().name if folder is not None else self.nodes_path.parent.name)
+        name = name or (default_name(folder) if folder is not None else self.nodes_path.parent.name)
         super().__init__(str(name), root)
 
     def _need_folder(self, what: str) -> Path:
@@ -425,6 +503,9 @@ class TablesSource(GraphSource):
         unknown = [k for k in settings if k not in SETTINGS_KEYS]
         if unknown:
             raise TablesError(f"{p}: unknown setting {unknown[0]!r}; valid settings: {', '.join(SETTINGS_KEYS)}")
+        if settings.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
+            raise TablesError(f"{p}: unknown format {settings['format']!r}; the only format is {EXPORT_FORMAT!r} "
+                              "(what an export writes; leave it out otherwise)")
         return settings
 
     def _input_files(self) -> list[Path]:
@@ -437,6 +518,9 @@ class TablesSource(GraphSource):
 
     def problems(self) -> list[str]:
         return [f"tables file missing: {p}" for p in self._input_files() if not p.exists()]
+
+    def data_files(self) -> dict[str, list[Path]]:
+        return {"graph": self._input_files(), "queries": [self.queries_path] if self.queries_path is not None else []}
 
     def input_fingerprint(self) -> str:
         missing = self.problems()
@@ -463,11 +547,13 @@ class TablesSource(GraphSource):
     def build(self) -> KnowledgeGraph:
         npath, epath = self.nodes_path, self.edges_path
         nodes = read_table(npath, NODE_COLUMNS, ("id",))
+        if nodes.num_rows == 0:
+            raise TablesError(f"{npath}: no nodes (the table has a header and no rows)")
         node_ids, kind = _ids(nodes, "id", npath)
         _check_unique(node_ids, npath, "node")
         types = _texts(nodes, "type", npath, "type")
-        names = _texts(nodes, "name", npath, "name", allow_empty=True)
-        texts = _texts(nodes, "text", npath, "text")
+        names = _texts(nodes, "name", npath, "name", allow_empty=True, allow_null=True)
+        texts = _texts(nodes, "text", npath, "text", allow_empty=True, allow_null=True)   # a name is enough
         type_names, type_codes = _vocabulary(types, self.settings.get("node_types"), npath, "type", "node type")
         docs = documents(nodes, names, types, texts, self.template, npath)
         del nodes, texts
@@ -476,6 +562,10 @@ class TablesSource(GraphSource):
         endpoints, identity = [], None
         for column in ("src", "dst"):
             values, ekind = _ids(edges, column, epath)
+            if not len(values):     # a header and no rows: no edges, whatever the column's type
+                values, ekind = pa.array([], pa.int64() if kind == "int" else pa.large_string()), kind
+            if (ekind, kind) == ("int", "str") and FORMATS.get(epath.suffix.lower()) == "csv":
+                values, ekind = pc.cast(values, pa.large_string()), "str"   # CSV text such as 7, as written
             if len(values):
                 _check_same_kind(ekind, kind, epath, column, values, npath)
             if kind == "int" and identity is None:  # ids 0..N-1 in order: an id is its row
@@ -553,7 +643,7 @@ class TablesSource(GraphSource):
         from ark.data.stark import Query, QuerySet
 
         path = self.queries_path
-        table = read_table(path, QUERY_COLUMNS, ("id",))
+        table = read_table(path, QUERY_COLUMNS, ("id",), list_columns=LIST_COLUMNS)
         qid_array, qkind = _ids(table, "id", path)
         _check_unique(qid_array, path, "query")
         qids = np.array(qid_array.to_pylist(), dtype=object)
@@ -566,8 +656,8 @@ class TablesSource(GraphSource):
         ext = _external_ids(graph)
         node_kind = "str" if graph.has_external_ids and graph.meta.get("external_id_type") == "str" else "int"
         is_csv = FORMATS.get(path.suffix.lower()) == "csv"
-        answers_col = table.column("answers").to_pylist()
-        splits_col = table.column("split").to_pylist() if "split" in table.column_names else [None] * len(qids)
+        answers_col = _cells(table, "answers")
+        splits_col = _cells(table, "split") if "split" in table.column_names else [None] * len(qids)
         answers = [self._answers(a, row, path, is_csv, node_kind) for row, a in enumerate(answers_col)]
         flat = pa.array([a for row in answers for a in row], pa.int64() if node_kind == "int" else pa.large_string())
         pos = pc.index_in(flat, value_set=ext)
@@ -575,8 +665,9 @@ class TablesSource(GraphSource):
         if pc.any(missing).as_py():
             k = int(pc.index(missing, True).as_py())
             row = int(np.searchsorted(np.cumsum([len(a) for a in answers]), k, side="right"))
-            raise TablesError(f"{_where(path, row, 'answers')}: answer {flat[k].as_py()!r} is not a node id")
+            raise TablesError(f"{_where(path, row, 'answers')}: answer {_shown(flat[k].as_py())} is not a node id")
         pos = pos.to_numpy().astype(np.int64)
+        _check_candidates(graph, pos, answers, path)
         queries, splits, at = {}, {}, 0
         for row, (qid, text, ids, split) in enumerate(zip(qids.tolist(), texts, answers, splits_col)):
             queries[qid] = Query(qid, text, tuple(int(p) for p in pos[at:at + len(ids)]))
@@ -585,21 +676,34 @@ class TablesSource(GraphSource):
                 splits.setdefault(s, []).append(qid)
         return QuerySet(self.name, queries, splits)
 
+    def splits(self) -> list[str]:
+        """The split names of the queries file, in order of first appearance (no graph is built); none
+        without a queries file."""
+        if self.queries_path is None:
+            return []
+        if not self.queries_path.is_file():
+            raise TablesError(f"{self.queries_path}: no such file")
+        table = read_table(self.queries_path, QUERY_COLUMNS, ("id",), list_columns=LIST_COLUMNS)
+        cells = _cells(table, "split") if "split" in table.column_names else [None] * table.num_rows
+        return list(dict.fromkeys(s for row, v in enumerate(cells) for s in _split_names(v, row, self.queries_path)))
+
     @staticmethod
     def _answers(value, row: int, path: Path, is_csv: bool, node_kind: str) -> list:
         where = _where(path, row, "answers")
         if isinstance(value, str):
             text = value.strip()
             if is_csv and text.startswith("["):
-                try:
-                    value = json.loads(text)
-                except json.JSONDecodeError as e:
-                    raise TablesError(f"{where}: unreadable JSON list {text!r} ({e.msg})") from None
+                value = _parse_list(text, where)
             else:
                 value = [text] if text else []
-        if value is None or (isinstance(value, float) and np.isnan(value)):
+        if _isnull(value):
             raise TablesError(f"{where}: null answers")
-        if not isinstance(value, (list, tuple, np.ndarray)):
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        if isinstance(value, (bool, dict, float)) and not (isinstance(value, float) and value.is_integer()):
+            raise TablesError(f"{where}: answers {_shown(value)} is a {_kind(value)}; write a list of node ids, "
+                              'e.g. ["P1", "P7"]')
+        if not isinstance(value, (list, tuple)):
             value = [value]
         out = []
         for v in value:
@@ -607,32 +711,86 @@ class TablesSource(GraphSource):
                 if is_csv and isinstance(v, str) and v.strip().lstrip("-").isdigit():
                     v = int(v)
                 if _kind(v) != "integer":
-                    raise TablesError(f"{where}: mixed id types: answer {v!r} is a {_kind(v)}, node ids are integers")
+                    raise TablesError(f"{where}: mixed id types: answer {_shown(v)} is a {_kind(v)}, node ids are integers")
                 out.append(int(v))
             else:
                 if is_csv and _kind(v) == "integer":
                     v = str(int(v))
                 if not isinstance(v, str):
-                    raise TablesError(f"{where}: mixed id types: answer {v!r} is a {_kind(v)}, node ids are strings")
+                    raise TablesError(f"{where}: mixed id types: answer {_shown(v)} is a {_kind(v)}, node ids are strings")
                 out.append(v)
         if not out:
             raise TablesError(f"{where}: no answers (a query needs at least one answer node)")
         return out
 
 
+LIST_COLUMNS = ("answers", "split")   # the queries' columns whose cells may be lists
+
+
+def _cells(table: pa.Table, column: str) -> list:
+    """A column's cells as Python values (cells `read_table` kept as JSON text decoded back)."""
+    values = table.column(column).to_pylist()
+    if column in json_cells(table):
+        values = [None if v is None else json.loads(v) for v in values]
+    return values
+
+
+def _parse_list(text: str, where: str) -> list:
+    """A list written into one cell: JSON (``["P1", "P7"]``) or Python, as pandas' ``to_csv`` writes a
+    list (``['P1', 'P7']``)."""
+    import ast
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise TablesError(f"{where}: unreadable list {text[:200]!r}; write a JSON list such as "
+                              '["P1", "P7"] (or a Python one, as pandas writes it: [\'P1\', \'P7\'])') from None
+    if not isinstance(value, (list, tuple)):
+        raise TablesError(f"{where}: {text[:200]!r} is not a list; write a JSON list such as [\"P1\", \"P7\"]")
+    return list(value)
+
+
+def _check_candidates(graph: KnowledgeGraph, pos: np.ndarray, answers: list[list], path: Path) -> None:
+    """Every answer is a candidate (a node the run ranks and scores): an answer outside them could never
+    be retrieved, and its query would score 0 without a word."""
+    cands = np.asarray(graph.candidate_ids)
+    if len(cands) == graph.num_nodes:
+        return
+    is_cand = np.zeros(graph.num_nodes, dtype=bool)
+    is_cand[cands] = True
+    outside = np.flatnonzero(~is_cand[pos])
+    if not len(outside):
+        return
+    k = int(outside[0])
+    row = int(np.searchsorted(np.cumsum([len(a) for a in answers]), k, side="right"))
+    types = sorted({graph.node_type_names[t] for t in np.asarray(graph.node_types)[cands].tolist()})
+    n_rows = len({int(np.searchsorted(np.cumsum([len(a) for a in answers]), j, side="right")) for j in outside})
+    raise TablesError(f"{_where(path, row, 'answers')}: answer {_shown(answers[row][k - sum(map(len, answers[:row]))])} "
+                      f"is a {graph.node_type_names[int(graph.node_types[pos[k]])]}, not a candidate (the nodes ranked "
+                      f"and scored: {', '.join(types)}; {n_rows} such quer{'ies' if n_rows > 1 else 'y'}); widen "
+                      "candidate_types or candidates, or drop the answer")
+
+
 def _split_names(value, row: int, path: Path) -> list[str]:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
+    where = _where(path, row, "split")
+    if _isnull(value):
         return [DEFAULT_SPLIT]
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise TablesError(f"{_where(path, row, 'split')}: unreadable JSON list {text!r} ({e.msg})") from None
-        else:
-            value = [s for s in (x.strip() for x in text.split(",")) if s]
-    names = [str(s) for s in value]
+        value = _parse_list(text, where) if text.startswith("[") else [x.strip() for x in text.split(",")]
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise TablesError(f"{where}: split {_shown(value)} is a {_kind(value)}; write a split name (e.g. \"test\"), "
+                          'names separated by commas, or a list of names')
+    bad = [v for v in value if not isinstance(v, str)]
+    if bad:
+        raise TablesError(f"{where}: split {_shown(bad[0])} is a {_kind(bad[0])}; split names are text, "
+                          'e.g. ["val", "test"]')
+    names = [v.strip() for v in value if v.strip()]
     return names or [DEFAULT_SPLIT]
 
 
@@ -655,13 +813,17 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, fmt: str = "par
     """Write ``graph`` (and its ``queries``, a `QuerySet`) as a tables folder at ``out``: ``nodes``
     (``text`` = the full document, so ``graph.json`` sets the template ``{text}``), ``edges`` (as
     stored), ``queries`` (answers as external ids; each query once, ``split`` listing its splits) and
-    ``graph.json`` (vocabulary order, candidates). Written beside and renamed into place."""
+    ``graph.json`` (vocabulary order, candidates, and ``"format": "ark-tables/1"``, the mark of a folder
+    this function wrote). Written beside and renamed into place.
+
+    ``out`` must be new or empty; ``force`` replaces only a folder that an earlier export wrote (its
+    ``graph.json`` carries the mark, and it holds nothing but the export's own files), never the working
+    directory or one of its parents. Anything else is refused with one line (`check_export_target`)."""
     fmts = {"parquet": ".parquet", "csv": ".csv", "jsonl": ".jsonl"}
     if fmt not in fmts:
         raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(fmts)}")
     out = Path(out)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise ValueError(f"{out} exists and is not empty; choose another folder or pass force")
+    check_export_target(out, force)
     ext = np.array([graph.external_id(i) for i in range(graph.num_nodes)], dtype=object) \
         if graph.has_external_ids else np.arange(graph.num_nodes, dtype=np.int64)
     if graph.has_external_ids and graph.meta.get("external_id_type") == "int":
@@ -672,8 +834,8 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, fmt: str = "par
     edges = pa.table({"src": ext[src], "dst": ext[dst],
                       "relation": pa.DictionaryArray.from_arrays(rel.astype(np.int32), graph.relation_names)
                       .cast(pa.string())})
-    settings: dict = {"name": graph.name, "template": "{text}", "node_types": graph.node_type_names,
-                      "relations": graph.relation_names}
+    settings: dict = {"format": EXPORT_FORMAT, "name": graph.name, "template": "{text}",
+                      "node_types": graph.node_type_names, "relations": graph.relation_names}
     cands = np.asarray(graph.candidate_ids)
     types = np.asarray(graph.node_types)
     if len(cands) != graph.num_nodes or not np.array_equal(cands, np.arange(graph.num_nodes)):
@@ -689,6 +851,39 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, fmt: str = "par
             _write(_query_table(queries, ext, fmt), tmp / f"queries{fmts[fmt]}", fmt)
         (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1, ensure_ascii=False))
     return out
+
+
+_EXPORTED = re.compile(r"^(?:nodes|edges|queries)\.(?:parquet|csv|jsonl)$")
+
+
+def check_export_target(out: Path | str, force: bool = False) -> None:
+    """Raise ValueError, one line, unless `export` may write ``out``: a new or empty folder, or with
+    ``force`` a folder an earlier export wrote (``graph.json`` with ``"format": "ark-tables/1"`` and
+    only the export's own files). The working directory and its parents are never replaced."""
+    out = Path(out)
+    where, cwd = out.resolve(), Path.cwd().resolve()
+    if where == cwd or where in cwd.parents:
+        raise ValueError(f"{out} is the working directory or one of its parents ({where}); export never "
+                         "replaces it: choose a new folder")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ValueError(f"{out} is {'a link' if out.is_symlink() else 'a file'}, not a folder; choose a new "
+                         "folder for the export")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not force:
+        raise ValueError(f"{out} exists and is not empty; choose another folder (force replaces only a "
+                         "folder an earlier export wrote)")
+    try:
+        mark = json.loads((out / SETTINGS_FILE).read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        mark = None
+    if mark != EXPORT_FORMAT:
+        raise ValueError(f"{out} was not written by an export (no {SETTINGS_FILE} with \"format\": "
+                         f"\"{EXPORT_FORMAT}\"); force replaces only such a folder: choose a new folder")
+    foreign = sorted(p.name for p in out.iterdir() if p.name != SETTINGS_FILE and not _EXPORTED.match(p.name))
+    if foreign:
+        raise ValueError(f"{out} holds {foreign[0]!r}" + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+                         + ", which no export wrote; force does not replace it: move it out or choose a new folder")
 
 
 def _plain(x):

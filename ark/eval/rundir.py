@@ -9,8 +9,10 @@ how tables and figures name a run. A run directory is
       run.json              the run's identity: experiment, graph, retriever, backbone, budget, ablation,
                             t_max, n_agents, agent_options (the ark.agent.OPTIONS switched on, comma-separated,
                             or "none"), split, run_name, and "identity" (every resolved setting that changes
-                            results, flattened, secrets redacted) with its "fingerprint" (ark.config.identity;
-                            absent in bare runner runs)
+                            results, flattened, secrets redacted, and "data.graph"/"data.queries": the
+                            fingerprints of the graph's input and query files) with its "fingerprint", and
+                            "data_files" (each input file's "size:mtime_ns") (ark.config.identity; absent
+                            in bare runner runs)
       run.lock              held (flock) by the process writing the run; refuses a second writer
       config.yaml           the resolved Hydra config, secrets removed (ark.config.run)
       predictions.jsonl     one JSON record per finished query, appended as it finishes; a query may

@@ -27,8 +27,10 @@ Errors raised by ``chat`` (all subclass ``LLMError``):
   ``Retry-After``), or at once for any other non-OK HTTP status (401, 404, 400 ...). The agent
   records it and ends the trajectory.
 - ``MalformedReplyError`` (a ``LLMTransportError``) — HTTP 200 with a body that is not a chat
-  completion (not JSON, no choices, a string for a message, a nameless tool call, finish_reason
-  "tool_calls" without any); retried like a 5xx, then raised.
+  completion (not JSON, no choices, a string for a message, a tool call that is not an object,
+  finish_reason "tool_calls" without any); retried like a 5xx, then raised. A tool call without a
+  function name is a chat completion: the model's mistake, returned with ``name=""`` for the agent to
+  answer (a temperature-0 retry would only repeat it).
 - ``ContextLengthError`` — the prompt exceeds the model's window (not retried). The agent
   shortens the oldest observations and retries once.
 
@@ -100,8 +102,8 @@ class LLMTransportError(LLMError):
 
 class MalformedReplyError(LLMTransportError):
     """An HTTP 200 whose body is not a chat completion (no choices, a message that is not an object,
-    a tool call without a name, ...). Retried like a 5xx; after the retries it ends that agent's
-    trajectory like any transport error."""
+    a tool call that is not a function call, ...). Retried like a 5xx; after the retries it ends that
+    agent's trajectory like any transport error."""
 
 
 class ContextLengthError(LLMError):
@@ -172,6 +174,21 @@ def _plain(x: Any) -> Any:
     return x
 
 
+def check_base_url(url: str) -> None:
+    """ValueError, one line, unless ``url`` is an http(s) URL with a host (and a valid port, if any)."""
+    from urllib.parse import urlparse
+
+    try:
+        parsed = urlparse(str(url))
+        ok = parsed.scheme in ("http", "https") and bool(parsed.hostname)
+        parsed.port   # noqa: B018 - raises ValueError for a port that is no number in range
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"base_url {url!r} is not an http(s) URL with a host; write it like "
+                         "http://127.0.0.1:8000/v1")
+
+
 @dataclass
 class BackboneConfig:
     """One LLM backbone. Holds the *names* of secret env vars, never their values."""
@@ -223,6 +240,8 @@ class BackboneConfig:
                 self.base_url = self.base_url[0]
         if self.provider in ("vllm", "local") and not self.base_url:
             raise ValueError(f"provider {self.provider!r} needs base_url, e.g. http://127.0.0.1:8000/v1")
+        for url in ([self.base_url] if isinstance(self.base_url, str) else list(self.base_url or [])):
+            check_base_url(url)   # one URL, or each of a list of replicas
         if self.required_tool_choice is None:
             self.required_tool_choice = "auto" if self.provider == "local" else "required"
         if self.serving is None and self.provider == "local":
@@ -481,12 +500,15 @@ class LLMClient:
         calls = []
         for i, tc in enumerate(raw_calls):
             fn = tc.get("function") if isinstance(tc, Mapping) else None
-            if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
-                raise bad(f"tool call {i} has no function name")
+            if not isinstance(fn, Mapping):
+                raise bad(f"tool call {i} is not a function call")
+            # a call without a name is the model's mistake (a temperature-0 retry would repeat it): it
+            # reaches the agent with name "", which answers it with an error message, not a retry
+            name = fn.get("name") if isinstance(fn.get("name"), str) else ""
             args = fn.get("arguments")
             if args is not None and not isinstance(args, str):  # some servers send an object
                 args = json.dumps(args)
-            calls.append(ToolCall(id=tc.get("id") or f"call_{i}", name=fn["name"],
+            calls.append(ToolCall(id=tc.get("id") or f"call_{i}", name=name,
                                   arguments=args if args is not None else ""))
         if choice.get("finish_reason") == "tool_calls" and not calls:
             raise bad("finish_reason is tool_calls but the message has no tool call")

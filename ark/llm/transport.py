@@ -67,6 +67,24 @@ def env_proxy(url: str) -> str | None:
     return getproxies().get(parts.scheme)
 
 
+def connect_problem(url: str, timeout_s: float = 5.0) -> str | None:
+    """Why no TCP connection to ``url``'s host (or to the proxy `env_proxy` picks for it) opens within
+    ``timeout_s`` ("Connection refused", "Name or service not known", "timed out"), or None when one
+    does. No request is sent: a run asks this once before its first query, instead of learning it from
+    every agent's retries."""
+    import socket
+
+    proxy = env_proxy(url)
+    target = urlsplit(proxy or url)
+    port = target.port or (443 if target.scheme == "https" else 80)
+    try:
+        socket.create_connection((target.hostname, port), timeout=timeout_s).close()
+        return None
+    except OSError as e:
+        why = e.strerror or str(e) or type(e).__name__
+        return why + (f", through the proxy {proxy}" if proxy else "")
+
+
 @dataclass(frozen=True)
 class Route:
     """Where a backbone's chat completions go and how they authenticate. ``key`` is a secret: it

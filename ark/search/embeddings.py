@@ -17,7 +17,9 @@ an inner product is a cosine):
 (batched, with a progress bar) into ``<cache_dir>/embeddings/<encoder>/`` as ``vectors.npy``
 (memory-mapped when read) and ``manifest.json`` naming encoder, dimension, graph, graph fingerprint and
 text version. A cache whose manifest does not match (changed graph, encoder or text) is rebuilt; the
-new one is written beside the old and swapped in whole. ``build=False`` turns a missing cache into an
+new one is written beside the old (``<encoder>.tmp-<pid>/``) and swapped in whole. A build that is killed
+leaves that folder with the rows encoded so far (``progress.json``); the next build, in any process,
+resumes from them, and removes what other dead builds left. ``build=False`` turns a missing cache into an
 error naming the command that builds it:
 
     python -m experiments.embed graph=demo encoder=minilm        # build (or reuse) the cache
@@ -28,7 +30,9 @@ Install the packages with ``pip install -c <(echo torch==2.13.0) -r requirements
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 import time
 import zipfile
 from collections.abc import Sequence
@@ -38,6 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from ark import atomic
+
+log = logging.getLogger(__name__)
 
 TEXT_VERSION = "node_text-v1"  # which text of a node is encoded (KnowledgeGraph.node_text); bump on change
 INSTALL = "pip install -c <(echo torch==2.13.0) -r requirements-dense.txt"
@@ -350,27 +356,81 @@ def node_embeddings(graph, encoder, cache_dir: Path | str | None, build: bool = 
     return _build(graph, encoder, d, want, batch, progress)
 
 
-def _build(graph, encoder, d: Path, manifest: dict, batch: int, progress: bool) -> NodeEmbeddings:
-    n = graph.num_nodes
-    with atomic.building_dir(d) as tmp:
-        out = np.lib.format.open_memmap(tmp / "vectors.npy", mode="w+", dtype=np.float32, shape=(n, encoder.dim))
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
+PROGRESS = "progress.json"   # in a build folder: the manifest it builds and the rows encoded so far
 
-            bar = tqdm(total=n, desc=f"encoding {graph.name} with {encoder.name}", unit="node")
-        t0 = time.perf_counter()
-        for s in range(0, n, batch):
-            texts = [graph.node_text(i) for i in range(s, min(n, s + batch))]
-            out[s: s + len(texts)] = encoder.encode(texts)
-            if bar is not None:
-                bar.update(len(texts))
+
+def _partial_rows(folder: Path, manifest: dict) -> int | None:
+    """How many rows a build folder left by a killed build holds for ``manifest`` (its progress file
+    names the same manifest and its vectors file has the right shape), or None when it is of no use."""
+    try:
+        prog = json.loads((folder / PROGRESS).read_text())
+        vecs = np.load(folder / "vectors.npy", mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+    ok = prog.get("manifest") == manifest and vecs.shape == (manifest["num_nodes"], manifest["dim"]) \
+        and vecs.dtype == np.float32 and isinstance(prog.get("done"), int) and 0 <= prog["done"] <= vecs.shape[0]
+    return prog["done"] if ok else None
+
+
+def _resume_point(d: Path, tmp: Path, manifest: dict) -> int:
+    """Rows already encoded for ``manifest`` in this process's build folder ``tmp``, after adopting the
+    most advanced build folder that a killed process left beside ``d`` (renamed to ``tmp``) and removing
+    every other leftover of a dead process (`ark.atomic.leftovers`). 0 when nothing can be reused."""
+    dead = atomic.leftovers(d)
+    builds = ([tmp] if tmp.exists() else []) + [p for p in dead if p.name.startswith(f"{d.name}.tmp-")]
+    rows = {folder: _partial_rows(folder, manifest) for folder in builds}
+    usable = [f for f in builds if rows[f] is not None]
+    best = max(usable, key=lambda f: rows[f]) if usable else None
+    for folder in [*builds, *dead]:
+        if folder != best and (folder.exists() or folder.is_symlink()):
+            if folder.is_dir() and not folder.is_symlink():
+                shutil.rmtree(folder, ignore_errors=True)
+            else:
+                folder.unlink(missing_ok=True)
+    if best is None:
+        return 0
+    if best != tmp:
+        os.replace(best, tmp)
+    return rows[best]
+
+
+def _build(graph, encoder, d: Path, manifest: dict, batch: int, progress: bool) -> NodeEmbeddings:
+    """Encode every node into ``<d>.tmp-<pid>`` and swap it in as ``d``. After each batch the rows are
+    flushed and counted in ``progress.json``, so a build that is killed (or fails) leaves a folder the
+    next build resumes from, whichever process runs it; leftovers of other dead builds are removed."""
+    n = graph.num_nodes
+    d.parent.mkdir(parents=True, exist_ok=True)
+    tmp = atomic.temp_path(d)
+    start = _resume_point(d, tmp, manifest)
+    if start == 0:
+        tmp.mkdir(parents=True, exist_ok=True)
+        out = np.lib.format.open_memmap(tmp / "vectors.npy", mode="w+", dtype=np.float32, shape=(n, encoder.dim))
+        atomic.write_json(tmp / PROGRESS, {"manifest": manifest, "done": 0})
+    else:
+        out = np.load(tmp / "vectors.npy", mmap_mode="r+")
+        log.info("resuming the node embeddings of %s with %s at node %d of %d (a killed build's)", graph.name,
+                 encoder.name, start, n)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n, initial=start, desc=f"encoding {graph.name} with {encoder.name}", unit="node")
+    t0 = time.perf_counter()
+    for s in range(start, n, batch):
+        texts = [graph.node_text(i) for i in range(s, min(n, s + batch))]
+        out[s: s + len(texts)] = encoder.encode(texts)
+        out.flush()   # the rows are on disk before the progress file counts them
+        atomic.write_json(tmp / PROGRESS, {"manifest": manifest, "done": s + len(texts)})
         if bar is not None:
-            bar.close()
-        out.flush()
-        del out
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))  # compared on load: no timings
-        (tmp / "timing.json").write_text(json.dumps({"encode_s": round(time.perf_counter() - t0, 1), "nodes": n}))
+            bar.update(len(texts))
+    if bar is not None:
+        bar.close()
+    del out
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))  # compared on load: no timings
+    (tmp / "timing.json").write_text(json.dumps({"encode_s": round(time.perf_counter() - t0, 1), "nodes": n,
+                                                 "resumed_at": start}))
+    (tmp / PROGRESS).unlink()
+    atomic.replace_dir(tmp, d)
     return NodeEmbeddings(np.load(d / "vectors.npy", mmap_mode="r"), manifest, d)
 
 

@@ -9,8 +9,9 @@ neighbors, select what was shown, finish), so every byte of a run follows from t
 `normalized(run_dir)` reads a run directory's files with what legitimately differs between two
 executions taken out: wall-clock times and latencies; the temporary folder, the checkout and the data
 root the runs were made under; the scripted server's address and the tool-call ids it numbers in
-arrival order; and the import paths of configured classes (``_target_``), which say where a class
-lives, not how a run behaves. `tests/test_golden_runs.py` compares a fresh set against `tests/golden/runs/`.
+arrival order; the import paths of configured classes (``_target_``), which say where a class
+lives, not how a run behaves; and the input files' times in run.json (``data_files`` keeps each file's
+size, ``data.graph``/``data.queries`` are hashes of names, sizes and times). `tests/test_golden_runs.py` compares a fresh set against `tests/golden/runs/`.
 
     python -m tests.helpers.golden_runs --update     # rewrite tests/golden/runs/ (only for an intended change)
 """
@@ -90,9 +91,16 @@ def _dropped(key: str) -> bool:
     return bool(TIMED.search(key)) or key.endswith("_target_") or key == "fingerprint"
 
 
+DATA_FINGERPRINTS = ("data.graph", "data.queries")   # hashes of the input files' names, sizes and times
+
+
 def _clean(obj, subs: dict[str, str]):
     if isinstance(obj, dict):
-        return {k: _clean(v, subs) for k, v in obj.items() if not _dropped(str(k))}
+        if "data_files" in obj:   # run.json: each input file's "size:mtime_ns"; the times are the checkout's
+            obj = {**obj, "data_files": {_sub(f, subs): sig.split(":")[0] + ":<TIME>"
+                                         for f, sig in obj["data_files"].items()}}
+        return {k: "<FINGERPRINT>" if k in DATA_FINGERPRINTS else _clean(v, subs)
+                for k, v in obj.items() if not _dropped(str(k))}
     if isinstance(obj, list):
         return [_clean(v, subs) for v in obj]
     if isinstance(obj, str):

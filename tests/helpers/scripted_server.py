@@ -47,8 +47,10 @@ Reply builders (all return a ``Reply``):
 - ``context_length_error()`` — HTTP 400 with OpenAI's ``context_length_exceeded`` body.
 - ``slow(reply, seconds)`` / ``Reply(delay_s=...)`` — wait before answering (client timeouts).
 - ``malformed(kind)`` — HTTP 200 whose body is not a chat completion (``MALFORMED`` lists the kinds:
-  a string for the message, no choices, text instead of JSON, a nameless tool call, finish_reason
-  "tool_calls" without any).
+  a string for the message, no choices, text instead of JSON, a tool call that is not an object,
+  finish_reason "tool_calls" without any).
+- ``nameless_tool_call()`` — HTTP 200, a chat completion with a tool call that names no function (the
+  model's mistake: answered by the agent, not retried).
 - ``dropped()`` — the connection is closed without any reply.
 
 Fault injection: ``ScriptedServer(faults=FaultPlan(rate=0.1, seed=0))`` answers a seeded random share
@@ -98,6 +100,7 @@ __all__ = [
     "context_length_error",
     "dropped",
     "malformed",
+    "nameless_tool_call",
     "first_user_message",
     "rate_limited",
     "server_error",
@@ -172,9 +175,8 @@ MALFORMED = {  # kind -> a 200 body that is not a chat completion
     "string_message": {"choices": [{"index": 0, "message": "select 1", "finish_reason": "stop"}]},
     "no_choices": {"id": "x", "object": "chat.completion", "choices": []},
     "not_json": b"<html>502 Bad Gateway</html>",
-    "nameless_tool_call": {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
-                                                              "function": {"arguments": "{}"}}]}}]},
+    "tool_call_not_an_object": {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None, "tool_calls": ["search_graph"]}}]},
     "tool_calls_without_calls": {"choices": [{"index": 0, "finish_reason": "tool_calls",
                                               "message": {"role": "assistant", "content": None}}]},
 }
@@ -183,6 +185,15 @@ MALFORMED = {  # kind -> a 200 body that is not a chat completion
 def malformed(kind: str = "string_message") -> Reply:
     """HTTP 200 with a body of the given ``MALFORMED`` kind."""
     return Reply(body=MALFORMED[kind], kind="malformed")
+
+
+def nameless_tool_call(arguments: str = "{}") -> Reply:
+    """HTTP 200, a chat completion whose one tool call has no function name: the model's mistake (the
+    client hands it to the agent), not a malformed body."""
+    return Reply(body={"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": "c", "type": "function", "function": {"arguments": arguments}}]}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 
 
 def dropped() -> Reply:

@@ -1,0 +1,99 @@
+"""`ark export` never destroys a folder it did not write: ``--force`` replaces only an earlier export
+(its graph.json carries ``"format": "ark-tables/1"`` and it holds only the export's files), never the
+working directory or a parent of it; everything else is one line, exit status 2, with every file kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ark.cli.main import main
+from ark.data.tables import EXPORT_FORMAT, TablesSource, export
+
+REPO = Path(__file__).resolve().parents[1]
+KG = REPO / "tests" / "data" / "tables_kg"
+
+
+def files(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` with its text: what must survive a refused export."""
+    return {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture()
+def decoys(tmp_path):
+    """A parent folder holding a file, and in it a folder of someone's work (a file and a subfolder)."""
+    parent = tmp_path / "parent"
+    (parent / "thesis").mkdir(parents=True)
+    (parent / "notes.txt").write_text("the decoy parent's own file")
+    (parent / "thesis" / "thesis.tex").write_text("\\documentclass{article}")
+    (parent / "thesis" / "sub").mkdir()
+    (parent / "thesis" / "sub" / "figure.pdf").write_text("%PDF")
+    return parent
+
+
+def export_cli(capsys, root, *args):
+    code = main(["export", "--graph", str(KG), "--root", str(root), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_force_refuses_a_folder_it_did_not_write(capsys, tmp_path, decoys):
+    before = files(decoys)
+    code, out, err = export_cli(capsys, tmp_path / "data", "--out", str(decoys / "thesis"), "--force")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("ark export: error: ") and "was not written by an export" in err
+    assert files(decoys) == before
+
+
+def test_force_never_replaces_the_working_directory_or_a_parent(capsys, tmp_path, decoys, monkeypatch):
+    before = files(decoys)
+    monkeypatch.chdir(decoys / "thesis" / "sub")
+    for out in ("..", ".", str(decoys), "../.."):
+        code, _, err = export_cli(capsys, tmp_path / "data", "--out", out, "--force")
+        assert code == 2 and err.count("\n") == 1 and "the working directory or one of its parents" in err, (out, err)
+    assert files(decoys) == before
+
+
+def test_a_file_or_an_unwritable_place_is_one_line(capsys, tmp_path, decoys):
+    code, _, err = export_cli(capsys, tmp_path / "data", "--out", str(decoys / "notes.txt"), "--force")
+    assert code == 2 and "is a file, not a folder" in err and err.count("\n") == 1
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        code, _, err = export_cli(capsys, tmp_path / "data", "--out", str(locked / "out"))
+        if code == 0:       # root may write anywhere: then the export simply succeeded
+            assert TablesSource(locked / "out", root=tmp_path / "data2").graph().num_nodes == 37
+        else:
+            assert code == 2 and err.startswith("ark export: error: cannot write") and err.count("\n") == 1, err
+    finally:
+        locked.chmod(0o700)
+
+
+def test_force_replaces_an_earlier_export_but_not_once_something_else_is_in_it(capsys, tmp_path):
+    out = tmp_path / "exported"
+    assert export_cli(capsys, tmp_path / "data", "--out", str(out), "--format", "csv")[0] == 0
+    assert json.loads((out / "graph.json").read_text())["format"] == EXPORT_FORMAT
+    code, _, err = export_cli(capsys, tmp_path / "data", "--out", str(out), "--format", "jsonl")
+    assert code == 2 and "exists and is not empty" in err           # without --force: never
+    code, _, _ = export_cli(capsys, tmp_path / "data", "--out", str(out), "--format", "jsonl", "--force")
+    assert code == 0 and sorted(p.name for p in out.iterdir()) == ["edges.jsonl", "graph.json", "nodes.jsonl",
+                                                                    "queries.jsonl"]
+    assert TablesSource(out, root=tmp_path / "data2").graph().num_edges == 63   # the mark reads back
+    (out / "my_analysis.ipynb").write_text("{}")
+    before = files(out)
+    code, _, err = export_cli(capsys, tmp_path / "data", "--out", str(out), "--force")
+    assert code == 2 and "holds 'my_analysis.ipynb', which no export wrote" in err
+    assert files(out) == before
+
+
+def test_the_library_call_checks_the_same(tmp_path, decoys):
+    graph = TablesSource(KG, root=tmp_path / "data").graph()
+    before = files(decoys)
+    with pytest.raises(ValueError, match="was not written by an export"):
+        export(graph, decoys / "thesis", force=True)
+    with pytest.raises(ValueError, match="exists and is not empty"):
+        export(graph, decoys)
+    assert files(decoys) == before
