@@ -67,7 +67,7 @@ def test_a_build_killed_with_minus_9_resumes_where_it_stopped(tmp_path, server):
     deadline = time.monotonic() + 120
 
     def rows_written() -> int:
-        for progress in [named_for(d, proc.pid) / "progress.json"]:
+        for progress in d.parent.glob(f"{d.name}.tmp-{proc.pid}-*/progress.json"):   # the killed build's folder
             try:
                 return json.loads(progress.read_text())["done"]
             except (OSError, ValueError):
