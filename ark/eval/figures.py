@@ -114,8 +114,8 @@ def load_trajectories(run_dirs: Iterable[Path | str], runs: pd.DataFrame | None 
     """One row per (run, query, agent) of successful queries: graph, run_dir, query_id,
     agent_index, search_calls, neighbor_calls (calls of the "text" and "relational" tools), hit5
     (that agent's own ranking has gold in top 5), then one column of calls per graph tool
-    (`ark.eval.summary.tool_columns`: every graph tool of `ark.tools`, and any other column a
-    run's trajectory_stats.csv has)."""
+    (`ark.eval.summary.tool_columns`: the default toolset's graph tools, and any other column a
+    run's trajectory_stats.csv has, such as an opt-in tool the run offered)."""
     from ark.eval.summary import tool_columns
     from ark.tools import kinds as tool_kinds
 

@@ -7,7 +7,9 @@
       finish.py             finish: the answer is final
       registry.py           Tool, Param, the registry (register, all_tools, ...) and its discovery of tool modules
       toolset.py            ToolSet (graph, BM25 index, global search, ToolConfig): what graph tools run against;
-                            ToolResult, ToolInputError and the argument coercion the tools share
+                            ToolResult
+      arguments.py          ToolInputError and the argument coercion the tools share
+      ids.py                NodeIds: the ids the tools show and read (internal 0..N-1, or the graph's own)
       answer.py             AnswerState (answer list, ids shown, finished): what select and finish act on
 
 Each tool module holds everything about its tool: the schema the LLM reads (name, description,
@@ -53,14 +55,16 @@ carry it; `tests/test_tool_registry.py` follows one such module all the way.
 
 from ark.tools.registry import (ROLES, Param, Tool, all_tools, discover, graph_tool_names, kinds, names,
                                 names_of_kind, register, registered, switch_names, unregister)
-from ark.tools.toolset import ToolConfig, ToolInputError, ToolResult, ToolSet
+from ark.tools.toolset import ToolConfig, ToolInputError, ToolResult, ToolSet, default_graph_tool_names
 from ark.tools.answer import AnswerState
+from ark.tools.ids import NodeIds
 from ark.tools.search_graph import NAME as SEARCH
 from ark.tools.explore_neighbors import NAME as NEIGHBORS
 from ark.tools.explore_neighbors import NeighborRanking, rank_neighbors
 from ark.tools.select import NAME as SELECT
 from ark.tools.finish import NAME as FINISH
 
-__all__ = ["ROLES", "Param", "Tool", "all_tools", "discover", "graph_tool_names", "kinds", "names", "names_of_kind",
-           "register", "registered", "switch_names", "unregister", "ToolConfig", "ToolInputError", "ToolResult",
-           "ToolSet", "AnswerState", "SEARCH", "NEIGHBORS", "SELECT", "FINISH", "NeighborRanking", "rank_neighbors"]
+__all__ = ["ROLES", "Param", "Tool", "all_tools", "default_graph_tool_names", "discover", "graph_tool_names", "kinds",
+           "names", "names_of_kind", "register", "registered", "switch_names", "unregister", "ToolConfig",
+           "ToolInputError", "ToolResult", "ToolSet", "AnswerState", "NodeIds", "SEARCH", "NEIGHBORS", "SELECT",
+           "FINISH", "NeighborRanking", "rank_neighbors"]
