@@ -1,5 +1,5 @@
-"""The ``ark`` command line and the MCP server: what a person or an MCP client sees is what the agent
-sees; bad values are one line with the valid choices."""
+"""The ``ark`` command line: what a person sees is what the agent sees, in the same ids; bad values are one
+line with the valid choices (the MCP server: tests/test_mcp.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 import ark
@@ -210,51 +209,6 @@ def test_ask_shows_tool_calls_observations_and_the_named_answer(capsys, root):
     row = next(line for line in out.splitlines() if "P1 (0)" in line)
     assert "Sparse Retrieval Revisited" in row and "paper" in row and "2/2" in row
     assert "stop reasons: finish, finish" in out
-
-
-# --- ark mcp, through the SDK's own stdio client -----------------------------------------------------
-def test_mcp_server_over_stdio(root, agent_tools):
-    from mcp import ClientSession, StdioServerParameters, stdio_client
-
-    params = StdioServerParameters(command=sys.executable, args=["-m", "ark", "mcp", "--graph", str(KG), "--root", root],
-                                   env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(REPO))
-    got = {}
-
-    async def session():
-        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
-            async with ClientSession(read, write) as s:
-                await s.initialize()
-                got["tools"] = (await s.list_tools()).tools
-                got["search"] = await s.call_tool(SEARCH, {"query": "rare disease phenotypes", "k": 3})
-                got["neighbors"] = await s.call_tool(NEIGHBORS, {"node_id": "P5", "query": "gene"})
-                got["bad"] = [await s.call_tool(NEIGHBORS, a) for a in
-                              ({"node_id": "P999"}, {"node_id": "P1", "node_types": ["book"]}, {"query": "x"},
-                               {"node_id": "P1", "bogus": 1})]
-                got["bad"].append(await s.call_tool(SEARCH, {"query": "agents", "top": 3, "kk": 1}))
-                got["unknown"] = await s.call_tool("delete_graph", {})
-                got["after"] = await s.call_tool(SEARCH, {"query": "agents"})      # still serving
-
-    anyio.run(session)
-    tools = {t.name: t for t in got["tools"]}
-    specs = {t["function"]["name"]: t["function"] for t in agent_tools.openai_tools()}
-    assert set(tools) == set(specs) == {SEARCH, NEIGHBORS}
-    for name, spec in specs.items():
-        assert tools[name].input_schema == spec["parameters"] and tools[name].description == spec["description"]
-    assert not got["search"].is_error
-    assert got["search"].content[0].text == agent_tools.call(SEARCH, {"query": "rare disease phenotypes", "k": 3}).observation
-    assert got["neighbors"].content[0].text == agent_tools.call(NEIGHBORS, {"node_id": "P5", "query": "gene"}).observation
-    texts = [r.content[0].text for r in got["bad"]]
-    assert all(r.is_error for r in got["bad"])
-    assert 'node_id "P999" is not the id of a node of this graph; use an id shown in brackets' in texts[0]
-    assert 'node_types names the unknown node type "book"; use only these node types: "paper"' in texts[1]
-    assert "explore_neighbors needs the argument node_id" in texts[2]
-    assert all("\n" not in t for t in texts)                                 # one line each
-    assert texts[3] == ("Error executing tool explore_neighbors: explore_neighbors has no argument \"bogus\"; "
-                        "its arguments are: node_id, query, node_types, relations, k.")
-    assert texts[4] == ("Error executing tool search_graph: search_graph has no argument \"top\", \"kk\"; "
-                        "its arguments are: query, k, node_types.")
-    assert got["unknown"].is_error and "delete_graph" in got["unknown"].content[0].text
-    assert not got["after"].is_error and got["after"].content[0].text.startswith('search_graph query="agents"')
 
 
 def test_python_dash_m_ark_runs_the_cli():

@@ -3,7 +3,8 @@
     ark search "marfan syndrome" --graph demo -k 5 [--type disease]
     ark neighbors 12 --graph demo [--query "heart"] [--type gene/protein] [--relation associated_with]
     ark neighbors A2 --graph my_kg                # a graph's own id, as `ark search` shows it
-    ark mcp --graph demo                          # MCP server on stdio: search_graph, explore_neighbors
+    ark mcp --graph demo                          # MCP server on stdio: search_graph, explore_neighbors, ark://graph
+    ark mcp --graph my_kg --http 127.0.0.1:8765 [--backbone gpt-4.1]   # streamable HTTP at /mcp; + ask
 
 ``search`` and ``neighbors`` print exactly the observation the agent reads (they call the agent's
 `ark.tools.toolset.ToolSet`), with its ids: the graph's own where it has them, and NODE is read in the
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from ark.cli.common import CLIError, add_tool_args, add_verb, open_tools
+from ark.cli.common import CLIError, add_tool_args, add_verb, open_tools, positive
 
 
 def _show(result, tools) -> int:
@@ -52,10 +53,39 @@ def cmd_neighbors(args) -> int:
 
 
 def cmd_mcp(args) -> int:
-    from ark.cli.mcp import build_server
+    from pathlib import Path
 
+    from ark.cli.common import say
+    from ark.cli.mcp import HTTP_PATH, Asker, build_server, check_listen, parse_http, serve
+    from ark.llm.local_server import serving
+
+    http = parse_http(args.http) if args.http else None
+    if http:
+        check_listen(*http)                       # before the graph is loaded
+    backbone = None
+    if args.backbone:
+        from ark.config.options import backbone_config
+
+        backbone = backbone_config(args.backbone, args.base_url, args.model)
+    elif args.base_url or args.model:
+        raise CLIError("--base-url and --model set the ask tool's backbone; give it with --backbone NAME")
     _, graph, tools = open_tools(args)
-    build_server(tools, name=f"ark-{graph.name}").run("stdio")
+    asker = None
+    if backbone is not None:
+        cache = None if args.no_cache else str(Path(args.root) / "cache" / "llm" / f"{backbone.name}.sqlite")
+        if cache:
+            Path(cache).parent.mkdir(parents=True, exist_ok=True)
+        asker = Asker(tools, backbone, n_agents=args.n_agents, t_max=args.t_max, llm_cache=cache)
+    server = build_server(tools, name=f"ark-{graph.name}", asker=asker, verbose=getattr(args, "verbose", False))
+    served = ", ".join(tools.tool_names + (["ask"] if asker else []))
+    where = f"http://{http[0]}:{http[1]}{HTTP_PATH} (streamable HTTP; Ctrl-C stops)" if http else "stdio"
+    say(f"ark mcp: {graph.name} ({graph.num_nodes:,} nodes, {tools.ids.space} ids): {served} and the "
+        f"ark://graph resource on {where}")
+    with serving(backbone):   # backbone=local: llama.cpp for as long as the server runs
+        try:
+            serve(server, http)
+        except KeyboardInterrupt:
+            pass
     return 0
 
 
@@ -79,7 +109,22 @@ def register(sub) -> None:
     p.add_argument("-k", type=int, default=None, help="number of neighbors (default: the tool's, 20)")
     add_tool_args(p)
 
-    p = add_verb(sub, "mcp", cmd_mcp, graph=True, help="serve search_graph and explore_neighbors over MCP (stdio)",
-                 description="A Model Context Protocol server on stdin/stdout exposing the agent's "
-                             "two graph tools with the same schemas and observation text.")
+    p = add_verb(sub, "mcp", cmd_mcp, graph=True,
+                 help="serve the graph tools, the graph's description and optionally ask over MCP",
+                 description="A Model Context Protocol server exposing the agent's graph tools with the same "
+                             "schemas and observation text, the resource ark://graph (node types, relations, "
+                             "counts, id format) and, with --backbone, the tool ask (ARK on one question). "
+                             "stdio by default; --http HOST:PORT serves streamable HTTP at "
+                             "http://HOST:PORT/mcp, one graph for every client.")
     add_tool_args(p)
+    p.add_argument("--http", default=None, metavar="HOST:PORT",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (e.g. 127.0.0.1:8765)")
+    p.add_argument("--backbone", "-b", default=None,
+                   help="a conf/backbone name: adds the ask tool, ARK with this backbone (default: no ask)")
+    p.add_argument("--base-url", default=None, help="ask's OpenAI-compatible endpoint, e.g. http://host:8000/v1")
+    p.add_argument("--model", default=None, help="the model name to request from that endpoint")
+    p.add_argument("--n-agents", "-n", type=positive("--n-agents"), default=3,
+                   help="ask's n, parallel agents (budget.agent.n_agents; default: 3)")
+    p.add_argument("--t-max", type=positive("--t-max"), default=20,
+                   help="ask's T_max, steps per agent (budget.agent.t_max; default: 20)")
+    p.add_argument("--no-cache", action="store_true", help="ask: do not answer from or write the LLM cache")
