@@ -157,3 +157,35 @@ def test_viewer_reads_real_runner_output(tmp_path):
     assert q[4]["status"] == "failed" and q[4]["agents"] == [] and "synthetic failure" in q[4]["error"]
     assert view["summary"]["n"] == 2
     assert "q three" in V.render_html(view)
+
+
+def test_gold_ids_are_marked_in_the_graphs_own_ids(tmp_path):
+    """A run on a tables graph: its observations show the id column's ids ([P1]); the page marks the gold
+    ones in that form (the internal ids would mark nothing, or the wrong nodes)."""
+    from playwright import sync_api
+
+    from ark.config.compose import compose
+    from ark.config.run import run as run_config
+    from tests.helpers.policies import search_select_finish
+    from tests.helpers.scripted_server import ScriptedServer
+
+    kg = Path(__file__).resolve().parent / "data" / "tables_kg"
+    with ScriptedServer(responder=search_select_finish) as server:
+        cfg = compose(["graph=tables", f"graph.path={kg}", "backbone=scripted", f"backbone.base_url={server.base_url}",
+                       "budget=t5_n1", f"paths.data={tmp_path}/data", f"paths.runs={tmp_path}/runs",
+                       f"paths.llm_cache={tmp_path}/llm.sqlite", "progress=false", "n_boot=10", "limit=1"])
+        run_config(cfg)
+    view = V.build_view(cfg.out_dir)
+    (q,) = view["queries"]
+    assert view["ids"] == "user" and q["external"][str(q["gold"][0])] == "P1"     # q1's gold: P1
+    page_file = V.write_viewer(cfg.out_dir, tmp_path / "viewer.html")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            page.goto(page_file.as_uri())
+            page.click(f'tr.q[data-qid="{q["query_id"]}"]')
+            marks = page.locator(".agent pre mark.gold").all_text_contents()
+        finally:
+            browser.close()
+    assert marks and set(marks) == {"[P1]"}
