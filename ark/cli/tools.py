@@ -70,6 +70,7 @@ def cmd_mcp(args) -> int:
     elif args.base_url or args.model:
         raise CLIError("--base-url and --model set the ask tool's backbone; give it with --backbone NAME")
     _, graph, tools = open_tools(args)
+    tools.warm_up()   # numba's kernels and the id lookup, while the first client connects
     asker = None
     if backbone is not None:
         cache = None if args.no_cache else str(Path(args.root) / "cache" / "llm" / f"{backbone.name}.sqlite")
