@@ -46,7 +46,7 @@ class NodeIds:
 
     @property
     def space(self) -> str:
-        """"user" (the graph's own ids) or "internal"."""
+        """The id space: "user" (the graph's own ids) or "internal"."""
         return "user" if self.user else "internal"
 
     # ------------------------------------------------------------------ showing

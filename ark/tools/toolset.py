@@ -71,7 +71,8 @@ class ToolConfig:
         if self.search_k > self.search_k_max or self.neighbors_k > self.neighbors_k_max:
             raise ValueError("ToolConfig: a default k is above its maximum")
         self.switches = dict(self.switches or {})
-        valid = tool_registry.switch_names()   # a misspelt switch fails when the config is built, before a run
+        # a misspelt switch fails when the config is built, before a run starts
+        valid = tool_registry.switch_names() if self.switches else []
         bad = [k for k in self.switches if k not in valid]
         if bad:
             raise ValueError(f"unknown tool switch {', '.join(map(repr, bad))} in ToolConfig.switches; "
