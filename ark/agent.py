@@ -54,7 +54,7 @@ from ark.fusion import TIE_BREAKS, fuse
 from ark.llm.client import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
 from ark.prompts import system_prompt
 from ark.retriever import Retrieval
-from ark.tools import SEARCH, SELECT, AnswerState, ToolResult, all_tools
+from ark.tools import SEARCH, SELECT, AnswerState, NodeIds, ToolResult, all_tools
 from ark.trajectory import Step, Trajectory, tool_message
 
 OPTIONS = ("first_search", "constrain_ids", "stop_on_repeat", "final_select")  # the AgentConfig switches for small models
@@ -148,6 +148,8 @@ class Agent:
         self.specs = {**toolset.specs, **{t.name: t for t in answer_tools}}
         self.tools = list(toolset.openai_tools()) + [t.openai(toolset) for t in answer_tools]
         self.tool_names = [t["function"]["name"] for t in self.tools]
+        # the ids the graph tools show and read (ark.tools.ids); select reads them the same way
+        self.id_space = getattr(toolset, "ids", None) or NodeIds()
 
     async def _chat(self, messages: list[dict], agent_index: int, tools: list[dict], tool_choice) -> ChatResponse:
         return await self.llm.chat(messages, tools, agent_index=agent_index, tool_choice=tool_choice)
@@ -158,7 +160,8 @@ class Agent:
         explore_neighbors, left out while nothing has been shown)."""
         if not self.config.constrain_ids:
             return self.tools
-        ids = sorted(seen)
+        codec = self.id_space
+        ids = [codec.show(i) for i in sorted(seen)]   # as the observations showed them (ark.tools.ids)
         out = []
         for tool in self.tools:
             props = tool["function"]["parameters"]["properties"]
@@ -171,7 +174,7 @@ class Agent:
                 for name in id_params:
                     if props[name].get("type") == "array":
                         # bounded too: under a grammar a small model may otherwise repeat ids until the context ends
-                        props[name]["items"] = {"type": "integer", "enum": ids}
+                        props[name]["items"] = {**codec.schema(), "enum": ids}
                         props[name]["maxItems"] = min(len(ids), MAX_SELECT)
                     else:
                         props[name]["enum"] = ids
@@ -193,7 +196,7 @@ class Agent:
         """Run one trajectory; never raises for the model's mistakes or transport failures."""
         t_start = time.perf_counter()
         messages: list[dict] = [{"role": "system", "content": self.system}, {"role": "user", "content": query}]
-        answer = AnswerState(shown_by=tuple(self.graph_tool_names))
+        answer = AnswerState(shown_by=tuple(self.graph_tool_names), ids=self.id_space)
         traj = Trajectory(query_id=query_id, agent_index=agent_index, messages=messages, steps=[],
                           selected=answer.selected, stop_reason="max_steps", tools=self.tools, query=query,
                           prompt_version=self.config.prompt_version)

@@ -5,7 +5,8 @@ One line per node::
     [3] FBN1 (gene/protein) score=1.234 | associated with | …connective tissue…
     [8] Smith J (author) | -> writes | …
 
-* ``[id] name (type)``: the node id is what the agent passes to the next tool or to ``select``;
+* ``[id] name (type)``: the node id is what the agent passes to the next tool or to ``select`` (the
+  internal id, or the graph's own where the tools show those: `ark.tools.ids`);
 * ``score=``: the BM25 score of the subquery (left out when the call had no subquery);
 * for neighbors, each relation linking the explored node v and this node, with its direction where
   the direction carries information: ``-> r`` for a stored edge ``v -r-> u``, ``<- r`` for
@@ -119,9 +120,11 @@ class NodeLine:
     snippet: str
     score: float | None = None
     links: list[tuple[str, bool | None]] = field(default_factory=list)  # (relation, outgoing; None: both ways)
+    shown_id: int | str | None = None  # the id in brackets (ark.tools.ids: the graph's own); None: node_id
 
     def render(self) -> str:
-        parts = [f"[{self.node_id}] {self.name} ({self.type_name})"]
+        shown = self.node_id if self.shown_id is None else self.shown_id
+        parts = [f"[{shown}] {self.name} ({self.type_name})"]
         if self.score is not None:
             parts[0] += f" score={self.score:.3f}"
         if self.links:

@@ -27,10 +27,11 @@ METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 
 
 def tool_share_metrics() -> list[str]:
-    """The logged tool-share keys (ark.eval.logger: tool_share/<tool>), one per registered graph tool."""
-    from ark.tools import graph_tool_names
+    """The logged tool-share keys (ark.eval.logger: tool_share/<tool>) that every run logs: one per graph
+    tool of the default toolset (an opt-in tool such as find_paths is logged only by the runs that call it)."""
+    from ark.tools import default_graph_tool_names
 
-    return [f"tool_share/{name}" for name in graph_tool_names()]
+    return [f"tool_share/{name}" for name in default_graph_tool_names()]
 
 
 def cost_vs_quality(split: str = "test", metric: str = "hit@1"):

@@ -1,5 +1,5 @@
-"""The ``ark`` command line and the MCP server: what a person or an MCP client sees is what the agent
-sees; bad values are one line with the valid choices."""
+"""The ``ark`` command line: what a person sees is what the agent sees, in the same ids; bad values are one
+line with the valid choices (the MCP server: tests/test_mcp.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 import ark
@@ -47,7 +46,11 @@ def test_search_prints_the_agents_observation(capsys, root, agent_tools):
     code, out, err = run_cli(capsys, "search", "sparse retrieval BM25", "--graph", str(KG), "--root", root, "-k", "3")
     assert code == 0
     assert out == agent_tools.call(SEARCH, {"query": "sparse retrieval BM25", "k": 3}).observation + "\n"
-    assert out.splitlines()[1].startswith("[0] Sparse Retrieval Revisited (paper)")
+    assert out.splitlines()[1].startswith("[P1] Sparse Retrieval Revisited (paper)")   # the id column's id
+    assert "external ids" not in err
+    code, out, err = run_cli(capsys, "search", "sparse retrieval BM25", "--graph", str(KG), "--root", root, "-k", "3",
+                             "--no-user-ids")
+    assert code == 0 and out.splitlines()[1].startswith("[0] Sparse Retrieval Revisited (paper)")
     assert err.strip().splitlines()[-1].startswith("external ids: [0] P1")
 
 
@@ -55,14 +58,53 @@ def test_neighbors_by_external_id_with_filters(capsys, root, agent_tools):
     code, out, _ = run_cli(capsys, "neighbors", "A2", "--graph", str(KG), "--root", root, "--type", "paper",
                            "--relation", "writes", "--query", "tools")
     assert code == 0
-    want = agent_tools.call(NEIGHBORS, {"node_id": agent_tools.graph.node_index("A2"), "query": "tools",
-                                        "node_types": ["paper"], "relations": ["writes"]}).observation
+    want = agent_tools.call(NEIGHBORS, {"node_id": "A2", "query": "tools", "node_types": ["paper"],
+                                        "relations": ["writes"]}).observation
     assert out == want + "\n" and "showing 3 of 3 neighbors matching the filters" in out
+    assert out.startswith("explore_neighbors node_id=A2 (Tomas Okafor, author)")
+
+
+def _int_id_graph(tmp_path) -> Path:
+    """A tables graph whose ids are integers that are not its internal ids: nodes 100, 7, 0, 55."""
+    kg = tmp_path / "int_kg"
+    kg.mkdir()
+    (kg / "nodes.csv").write_text("id,type,name,text\n100,gene,KCNH2,potassium channel long QT\n"
+                                  "7,disease,long QT syndrome,arrhythmia of the heart\n0,drug,dofetilide,blocks KCNH2\n"
+                                  "55,disease,short QT syndrome,arrhythmia\n")
+    (kg / "edges.csv").write_text("src,dst,relation\n100,7,associated_with\n0,100,targets\n100,55,associated_with\n")
+    return kg
+
+
+def test_one_id_space_on_the_command_line_the_one_the_output_shows(capsys, root, tmp_path):
+    """A graph with integer ids: `ark search` shows the graph's ids, and `ark neighbors` reads NODE as one of
+    them; with --no-user-ids both speak the internal ids. 0 is a graph id (dofetilide) and an internal
+    id (KCNH2): each command line reaches the node its own output named 0."""
+    kg = str(_int_id_graph(tmp_path))
+    code, out, _ = run_cli(capsys, "search", "KCNH2", "--graph", kg, "--root", root, "-k", "2")
+    assert code == 0 and {line.split(" score=")[0] for line in out.splitlines()[1:3]} == {
+        "[100] KCNH2 (gene)", "[0] dofetilide (drug)"}
+    code, out, _ = run_cli(capsys, "neighbors", "0", "--graph", kg, "--root", root)
+    assert code == 0 and out.splitlines()[:3] == ["explore_neighbors node_id=0 (dofetilide, drug)",
+                                                  "(-> r: edge 0 -r-> neighbor; <- r: edge neighbor -r-> 0)",
+                                                  "[100] KCNH2 (gene) | -> targets | potassium channel long QT"]
+    code, out, _ = run_cli(capsys, "search", "KCNH2", "--graph", kg, "--root", root, "-k", "2", "--no-user-ids")
+    assert code == 0 and {line.split(" score=")[0] for line in out.splitlines()[1:3]} == {
+        "[0] KCNH2 (gene)", "[2] dofetilide (drug)"}
+    code, out, err = run_cli(capsys, "neighbors", "0", "--graph", kg, "--root", root, "--no-user-ids")
+    assert code == 0 and out.splitlines()[0] == "explore_neighbors node_id=0 (KCNH2, gene)"
+    assert {line.split(" (")[0] for line in out.splitlines()[2:5]} == {"[1] long QT syndrome", "[2] dofetilide",
+                                                                        "[3] short QT syndrome"}
+    assert err.strip().endswith("external ids: [1] 7, [2] 0, [3] 55")
+    code, _, err = run_cli(capsys, "neighbors", "8", "--graph", kg, "--root", root)
+    assert code == 2 and err.strip() == ("Error: node_id 8 is not the id of a node of this graph; use an id shown "
+                                         "in brackets in an earlier result.")
 
 
 @pytest.mark.parametrize("argv,pattern", [
     (["search", "x", "--type", "book"], r"node_types names the unknown node type \"book\"; use only these node types: \"paper\", \"author\""),
-    (["neighbors", "Z9"], r"unknown node 'Z9': no node of tables_kg has this id"),
+    (["neighbors", "Z9"], r'node_id "Z9" is not the id of a node of this graph; use an id shown in brackets'),
+    (["search", "x", "--switch", "neighbour=true"], r"unknown tool switch 'neighbour'; valid switches: neighbors, "),
+    (["search", "x", "--switch", "neighbors=yes"], r"--switch 'neighbors=yes': write neighbors=true or neighbors=false"),
     (["neighbors", "A2", "--relation", "knows"], r"relations names the unknown relation \"knows\"; use only these relations: \"writes\""),
 ])
 def test_bad_values_are_one_line_with_the_choices(capsys, root, argv, pattern):
@@ -162,55 +204,11 @@ def test_ask_shows_tool_calls_observations_and_the_named_answer(capsys, root):
     assert code == 0 and server.calls == 4
     assert 'agent 1 step 1: search_graph {"query": "sparse retrieval BM25 question answering", "k": 5}' in out
     assert "agent 2 step 2: select" in out
-    assert "[0] Sparse Retrieval Revisited (paper) score=" in out           # the observation, live
+    assert "[P1] Sparse Retrieval Revisited (paper) score=" in out          # the observation, live
+    assert 'agent 1 step 2: select {"node_ids": ["P1",' in out                # the graph's ids, as shown
     row = next(line for line in out.splitlines() if "P1 (0)" in line)
     assert "Sparse Retrieval Revisited" in row and "paper" in row and "2/2" in row
     assert "stop reasons: finish, finish" in out
-
-
-# --- ark mcp, through the SDK's own stdio client -----------------------------------------------------
-def test_mcp_server_over_stdio(root, agent_tools):
-    from mcp import ClientSession, StdioServerParameters, stdio_client
-
-    params = StdioServerParameters(command=sys.executable, args=["-m", "ark", "mcp", "--graph", str(KG), "--root", root],
-                                   env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(REPO))
-    got = {}
-
-    async def session():
-        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
-            async with ClientSession(read, write) as s:
-                await s.initialize()
-                got["tools"] = (await s.list_tools()).tools
-                got["search"] = await s.call_tool(SEARCH, {"query": "rare disease phenotypes", "k": 3})
-                got["neighbors"] = await s.call_tool(NEIGHBORS, {"node_id": 4, "query": "gene"})
-                got["bad"] = [await s.call_tool(NEIGHBORS, a) for a in
-                              ({"node_id": 999}, {"node_id": 1, "node_types": ["book"]}, {"query": "x"},
-                               {"node_id": 1, "bogus": 1})]
-                got["bad"].append(await s.call_tool(SEARCH, {"query": "agents", "top": 3, "kk": 1}))
-                got["unknown"] = await s.call_tool("delete_graph", {})
-                got["after"] = await s.call_tool(SEARCH, {"query": "agents"})      # still serving
-
-    anyio.run(session)
-    tools = {t.name: t for t in got["tools"]}
-    specs = {t["function"]["name"]: t["function"] for t in agent_tools.openai_tools()}
-    assert set(tools) == set(specs) == {SEARCH, NEIGHBORS}
-    for name, spec in specs.items():
-        assert tools[name].input_schema == spec["parameters"] and tools[name].description == spec["description"]
-    assert not got["search"].is_error
-    assert got["search"].content[0].text == agent_tools.call(SEARCH, {"query": "rare disease phenotypes", "k": 3}).observation
-    assert got["neighbors"].content[0].text == agent_tools.call(NEIGHBORS, {"node_id": 4, "query": "gene"}).observation
-    texts = [r.content[0].text for r in got["bad"]]
-    assert all(r.is_error for r in got["bad"])
-    assert "node_id 999 does not exist; use an id shown in an earlier result (ids run from 0 to 36)" in texts[0]
-    assert 'node_types names the unknown node type "book"; use only these node types: "paper"' in texts[1]
-    assert "explore_neighbors needs the argument node_id" in texts[2]
-    assert all("\n" not in t for t in texts)                                 # one line each
-    assert texts[3] == ("Error executing tool explore_neighbors: explore_neighbors has no argument \"bogus\"; "
-                        "its arguments are: node_id, query, node_types, relations, k.")
-    assert texts[4] == ("Error executing tool search_graph: search_graph has no argument \"top\", \"kk\"; "
-                        "its arguments are: query, k, node_types.")
-    assert got["unknown"].is_error and "delete_graph" in got["unknown"].content[0].text
-    assert not got["after"].is_error and got["after"].content[0].text.startswith('search_graph query="agents"')
 
 
 def test_python_dash_m_ark_runs_the_cli():

@@ -32,7 +32,7 @@ def test_groups_have_the_promised_options():
     assert set(options("graph")) == {"amazon", "mag", "prime", "demo", "tables", "rdf"}
     assert {"gpt-4.1", "gpt-4o", "gpt-4.1-azure", "qwen3-4b", "qwen3-8b", "student", "local",
             "scripted"} <= set(options("backbone"))
-    assert set(options("ablation")) == {"full", "no_neighbors", "no_query_rank", "no_type_filter", "paging"}
+    assert set(options("ablation")) == {"full", "no_neighbors", "no_query_rank", "no_type_filter", "paging", "paths"}
     assert set(options("retriever")) == {"ark", "bm25", "dense", "hybrid"}
     assert set(options("search")) == {"lexical", "dense", "hybrid"}
     assert set(options("encoder")) == {"minilm", "openai-3-small", "ada-002"}

@@ -181,22 +181,29 @@ def test_classes_as_nodes_link_instances_and_restrictions(tmp_path):
 # --- the agent's tools and whole runs ----------------------------------------------------------------
 def test_tools_search_and_explore_the_rdf_graph(tmp_path):
     from ark.search.bm25 import BM25Index
-    from ark.tools import NEIGHBORS, SEARCH, ToolSet
+    from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
 
     g = source(TTL, tmp_path).graph()
-    tools = ToolSet(g, BM25Index.build(g.texts()))
+    tools = ToolSet(g, BM25Index.build(g.texts()))     # the IRIs are the ids the tools show and take
     night, rijks, vermeer = (g.node_index(EX + x) for x in ("nightwatch", "rijksmuseum", "vermeer"))
     found = tools.call(SEARCH, {"query": "militia company portrait light shadow"})
     assert found.node_ids[0] == night
-    assert found.observation.splitlines()[1].startswith(f"[{night}] The Night Watch (Painting) score=")
-    around = tools.call(NEIGHBORS, {"node_id": rijks})
-    assert around.observation.splitlines()[0] == f"explore_neighbors node_id={rijks} (Rijksmuseum, Museum)"
-    assert f"[{night}] The Night Watch (Painting) | <- heldBy" in around.observation
+    assert found.observation.splitlines()[1].startswith(f"[{EX}nightwatch] The Night Watch (Painting) score=")
+    around = tools.call(NEIGHBORS, {"node_id": EX + "rijksmuseum"})
+    assert around.observation.splitlines()[0] == f"explore_neighbors node_id={EX}rijksmuseum (Rijksmuseum, Museum)"
+    assert f"[{EX}nightwatch] The Night Watch (Painting) | <- heldBy" in around.observation
     assert f"| -> locatedIn" in around.observation and "Amsterdam (City)" in around.observation
-    works = tools.call(NEIGHBORS, {"node_id": vermeer, "relations": ["creator"], "query": "window"})
+    works = tools.call(NEIGHBORS, {"node_id": EX + "vermeer", "relations": ["creator"], "query": "window"})
     assert works.node_ids == [g.node_index(EX + "milkmaid"), g.node_index(EX + "pearl")]
-    bad = tools.call(NEIGHBORS, {"node_id": vermeer, "relations": ["painted"]})
+    bad = tools.call(NEIGHBORS, {"node_id": EX + "vermeer", "relations": ["painted"]})
     assert bad.error is not None and "creator" in bad.error
+    assert tools.call(NEIGHBORS, {"node_id": rijks}).error == (
+        f"node_id {rijks} is not the id of a node of this graph; use an id shown in brackets in an earlier result.")
+    internal = ToolSet(g, tools.index, ToolConfig(user_ids=False))   # the switch: internal ids in and out
+    assert internal.call(SEARCH, {"query": "militia company portrait"}).observation.splitlines()[1].startswith(
+        f"[{night}] The Night Watch (Painting)")
+    assert internal.call(NEIGHBORS, {"node_id": rijks}).observation.splitlines()[0] == \
+        f"explore_neighbors node_id={rijks} (Rijksmuseum, Museum)"
 
 
 def test_ark_build_search_and_neighbors_on_the_rdf_graph(tmp_path, capsys):
@@ -209,9 +216,16 @@ def test_ark_build_search_and_neighbors_on_the_rdf_graph(tmp_path, capsys):
     assert (stats["nodes"], stats["edges"], stats["queries_per_split"]) == (31, 40, {"test": 4, "val": 1})
     assert main(["search", "militia portrait light", *graph, "-k", "3"]) == 0
     out, err = capsys.readouterr()
-    assert out.splitlines()[1].startswith("[13] The Night Watch (Painting)")
-    assert f"[13] {EX}nightwatch" in err
+    assert out.splitlines()[1].startswith(f"[{EX}nightwatch] The Night Watch (Painting)")
     assert main(["neighbors", EX + "vermeer", *graph, "--relation", "creator"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == f'explore_neighbors node_id={EX}vermeer (Johannes Vermeer, Painter) relations=["creator"]'
+    assert f"[{EX}milkmaid] The Milkmaid (Painting) | <- creator" in out
+    # --no-user-ids: internal ids in the output and on the command line, the IRIs beside them on stderr
+    assert main(["search", "militia portrait light", *graph, "-k", "3", "--no-user-ids"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1].startswith("[13] The Night Watch (Painting)") and f"[13] {EX}nightwatch" in err
+    assert main(["neighbors", "28", *graph, "--relation", "creator", "--no-user-ids"]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[0] == 'explore_neighbors node_id=28 (Johannes Vermeer, Painter) relations=["creator"]'
     assert "[8] The Milkmaid (Painting) | <- creator" in out and f"[15] {EX}pearl" in err
@@ -256,11 +270,13 @@ def test_ark_run_on_the_rdf_graph_searches_and_explores(tmp_path):
     assert set(recs["a2"]["ranking_external"][1:3]) == set(recs["a2"]["gold_external"]) == {EX + "milkmaid", EX + "pearl"}
     (traj,) = json.loads((out / "trajectories" / "a2.json").read_text())
     seen = [m["content"] for m in traj["messages"] if m["role"] == "tool"]
-    vermeer = recs["a2"]["ranking"][0]
-    assert seen[1].startswith(f"explore_neighbors node_id={vermeer} (Johannes Vermeer, Painter)")
-    assert "The Milkmaid (Painting)" in seen[1] and "<- creator" in seen[1]
+    # the agent read and wrote the graph's own ids (IRIs); the records keep the internal ones beside them
+    assert seen[1].startswith(f"explore_neighbors node_id={EX}vermeer (Johannes Vermeer, Painter)")
+    assert f"[{EX}milkmaid] The Milkmaid (Painting)" in seen[1] and "<- creator" in seen[1]
+    assert json.loads(traj["steps"][1]["tool_calls"][0]["arguments"])["node_id"] == EX + "vermeer"
+    assert set(traj["steps"][1]["node_ids"][0]) >= set(recs["a2"]["ranking"][1:3])   # internal ids shown
     info = json.loads((out / "run.json").read_text())
-    assert info["graph"] == "art"
+    assert info["graph"] == "art" and info["identity"]["ablation.tools.user_ids"] is True
 
 
 # --- bad input: one line, nothing written --------------------------------------------------------------

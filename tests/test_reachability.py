@@ -162,3 +162,21 @@ def test_diagnose_runs_on_a_tables_graph(tmp_path):
     assert e["queries"] == len(queries) > 0 and e["gold"] == sum(len(set(q.answer_ids)) for q in queries)
     levels = [e[lv]["recall"] for lv in ("search", "neighbors", "hop1", "hop2")]
     assert levels == sorted(levels) and 0 < levels[0] and levels[-1] <= 1
+
+
+def test_a_graph_shown_in_its_own_ids_reaches_what_its_internal_ids_reach(tmp_path):
+    """The neighbor calls name the hits in the tool set's ids: a tables graph measured with its own ids
+    (the tools' default) and with internal ids gives the same rows, the one-call level included."""
+    from pathlib import Path
+
+    from ark.data.tables import TablesSource
+    from ark.search.bm25 import load_index
+
+    source = TablesSource(Path(__file__).resolve().parent / "data" / "tables_kg", root=tmp_path / "data")
+    g = source.graph()
+    index = load_index(g, source.cache_dir)
+    queries = source.queries().split("test")
+    settings = R.ReachSettings(ks=(5,), filters=("none",))
+    own, _ = R.reachability(ToolSet(g, index, ToolConfig()), queries, settings)
+    internal, _ = R.reachability(ToolSet(g, index, ToolConfig(user_ids=False)), queries, settings)
+    assert own == internal and any(r.level == "neighbors" for r in own)

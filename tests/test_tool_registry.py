@@ -55,10 +55,13 @@ class Q:
     answer_ids: tuple
 
 
-def test_paper_tools_are_registered_in_order():
-    assert tool_registry.names() == ["search_graph", "explore_neighbors", "select", "finish"]
-    assert tool_registry.graph_tool_names() == ["search_graph", "explore_neighbors"]
-    assert tool_registry.kinds() == {"search_graph": "text", "explore_neighbors": "relational"}
+def test_paper_tools_are_registered_in_order_and_are_the_default_toolset():
+    assert tool_registry.names() == ["search_graph", "explore_neighbors", "find_paths", "select", "finish"]
+    assert tool_registry.graph_tool_names() == ["search_graph", "explore_neighbors", "find_paths"]
+    assert tool_registry.kinds() == {"search_graph": "text", "explore_neighbors": "relational", "find_paths": "paths"}
+    # find_paths is opt-in: a run that sets no switch offers the paper's tools only
+    assert ark.tools.default_graph_tool_names() == ["search_graph", "explore_neighbors"]
+    assert not ToolConfig().switch("find_paths") and ToolConfig(switches={"find_paths": True}).switch("find_paths")
 
 
 def test_registering_a_name_twice_is_an_error(third_tool):
@@ -148,8 +151,9 @@ def tool_module(tmp_path, monkeypatch):
 
 
 def test_a_tool_module_reaches_schema_prompt_switch_stats_and_figures(tmp_path, graph, index, tool_module):
-    assert [t.name for t in tool_module] == ["count_nodes", "explore_neighbors", "finish", "search_graph", "select"]
-    assert tool_registry.graph_tool_names() == ["search_graph", "explore_neighbors", "count_nodes"]
+    assert [t.name for t in tool_module] == ["count_nodes", "explore_neighbors", "find_paths", "finish", "search_graph",
+                                             "select"]
+    assert tool_registry.graph_tool_names() == ["search_graph", "explore_neighbors", "find_paths", "count_nodes"]
     toolset = ToolSet(graph, index)
     assert toolset.openai_tools()[2] == {"type": "function", "function": {
         "name": "count_nodes", "description": "Count the nodes of one type.",

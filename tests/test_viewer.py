@@ -105,3 +105,31 @@ def test_viewer_reads_real_runner_output(tmp_path):
     assert q[4]["status"] == "failed" and q[4]["agents"] == [] and "synthetic failure" in q[4]["error"]
     assert view["summary"]["n"] == 2
     assert "q three" in V.render_html(view)
+
+
+
+def tables_run(tmp_path) -> Path:
+    """A run by the real runner on the hand-made tables graph (scripted backbone, its first query: gold P1),
+    whose observations show the graph's own ids."""
+    from ark.config.compose import compose
+    from ark.config.run import run as run_config
+    from tests.helpers.policies import search_select_finish
+    from tests.helpers.scripted_server import ScriptedServer
+
+    kg = Path(__file__).resolve().parent / "data" / "tables_kg"
+    with ScriptedServer(responder=search_select_finish) as server:
+        cfg = compose(["graph=tables", f"graph.path={kg}", "backbone=scripted", f"backbone.base_url={server.base_url}",
+                       "budget=t5_n1", f"paths.data={tmp_path}/data", f"paths.runs={tmp_path}/runs",
+                       f"paths.llm_cache={tmp_path}/llm.sqlite", "progress=false", "n_boot=10", "limit=1"])
+        run_config(cfg)
+    return Path(cfg.out_dir)
+
+
+def test_the_view_says_which_ids_the_observations_show(tmp_path, run):
+    """The page marks gold ids in the form the observations wrote them: a tables graph's own ids (its
+    Chromium check: tests/browser/test_viewer_user_ids.py), the internal ones elsewhere."""
+    view = V.build_view(tables_run(tmp_path))
+    (q,) = view["queries"]
+    assert view["ids"] == "user" and q["external"][str(q["gold"][0])] == "P1"     # q1's gold: P1
+    assert "[P1] Sparse Retrieval Revisited" in q["agents"][0]["steps"][0]["calls"][0]["observation"]
+    assert V.build_view(run)["ids"] == "internal"

@@ -1,5 +1,5 @@
-"""What every verb of the ``ark`` command shares: the one-line error, the parser, the graph options,
-and opening a graph with the agent's tools.
+"""What every verb of the ``ark`` command shares: the one-line error, the parser, the graph options, the
+tool options (``--user-ids``, ``--switch``), and opening a graph with the agent's tools.
 
 A verb raises `CLIError` (or ValueError, FileNotFoundError, KeyError from the library) for a value the
 user can fix; `ark.cli.main` prints it as one line, ``ark <verb>: error: ...``, and exits with 2.
@@ -58,14 +58,47 @@ def open_source(args):
     return source
 
 
-def open_tools(args, config=None):
-    """(source, graph, ToolSet) for a verb: the graph, its cached BM25 index, the agent's tools."""
-    from ark.search.bm25 import load_index
-    from ark.tools import ToolConfig, ToolSet
+def add_tool_args(p: argparse.ArgumentParser) -> None:
+    """The options of the agent's tools: which ids they show and take, and the tool switches."""
+    p.add_argument("--user-ids", action=argparse.BooleanOptionalAction, default=None,
+                   help="show and take the graph's own node ids (the default where it has them: tables, RDF); "
+                        "--no-user-ids: the internal ids 0..N-1 (ablation.tools.user_ids)")
+    p.add_argument("--switch", dest="switches", action="append", default=[], metavar="NAME=true|false",
+                   help="a tool switch, e.g. --switch find_paths=true offers find_paths (repeatable; "
+                        "ablation.tools.switches)")
 
+
+def tool_config(args):
+    """The `ToolConfig` of ``--user-ids`` and ``--switch`` (a bad switch is one line naming the valid ones)."""
+    from dataclasses import fields
+
+    from ark.tools import ToolConfig, switch_names
+
+    valid = switch_names()
+    flags = {f.name for f in fields(ToolConfig) if f.type in (bool, "bool")}
+    values: dict[str, bool] = {}
+    for text in getattr(args, "switches", []) or []:
+        name, sep, value = text.partition("=")
+        if name not in valid:
+            raise CLIError(f"unknown tool switch {name!r}; valid switches: {', '.join(valid)}")
+        if not sep or value.strip().lower() not in ("true", "false"):
+            raise CLIError(f"--switch {text!r}: write {name}=true or {name}=false")
+        values[name] = value.strip().lower() == "true"
+    kw = {k: v for k, v in values.items() if k in flags}
+    switches = {k: v for k, v in values.items() if k not in flags}
+    return ToolConfig(user_ids=getattr(args, "user_ids", None), switches=switches, **kw)
+
+
+def open_tools(args, config=None):
+    """(source, graph, ToolSet) for a verb: the graph, its cached BM25 index, the agent's tools (as
+    ``config``, else as the verb's ``--user-ids``/``--switch`` say)."""
+    from ark.search.bm25 import load_index
+    from ark.tools import ToolSet
+
+    config = config or tool_config(args)   # checked before the graph is loaded
     source = open_source(args)
     graph = source.graph()
-    return source, graph, ToolSet(graph, load_index(graph, source.cache_dir), config or ToolConfig())
+    return source, graph, ToolSet(graph, load_index(graph, source.cache_dir), config)
 
 
 def positive(name: str):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ark.cli.common import CLIError, add_verb, open_tools, positive
+from ark.cli.common import CLIError, add_tool_args, add_verb, open_tools, positive
 
 
 def cmd_ask(args) -> int:
@@ -73,6 +73,7 @@ def register(sub) -> None:
     p.add_argument("--top", type=int, default=10, help="answers shown (default: 10)")
     p.add_argument("--full", action="store_true", help="show whole observations, not their first lines")
     p.add_argument("--no-cache", action="store_true", help="do not answer from or write the LLM cache")
+    add_tool_args(p)
 
     p = add_verb(sub, "serve", cmd_serve, help="keep the local llama.cpp server up (backbone=local) until Ctrl-C",
                  description="Start llama-cpp-python's OpenAI-compatible server on the local backbone's "

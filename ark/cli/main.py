@@ -6,7 +6,7 @@
     ark search "marfan syndrome" --graph demo -k 5 [--type disease]
     ark neighbors 12 --graph demo [--query "heart"] [--type gene/protein] [--relation associated_with]
     ark ask "Which genes are linked to aortic aneurysm?" --graph demo --backbone local [--n-agents 3 --t-max 20]
-    ark mcp --graph demo                         # MCP server on stdio: search_graph, explore_neighbors
+    ark mcp --graph demo [--http 127.0.0.1:8765] [--backbone gpt-4.1]   # MCP: the graph tools, ark://graph, ask
     ark serve                                    # the local llama.cpp server, until Ctrl-C
     ark run graph=demo backbone=local limit=5    # an evaluation run; ark run -m ... for a Hydra sweep
     ark merge RUN_DIR                            # join the shards of a run

@@ -2,51 +2,35 @@
 
     ark search "marfan syndrome" --graph demo -k 5 [--type disease]
     ark neighbors 12 --graph demo [--query "heart"] [--type gene/protein] [--relation associated_with]
-    ark mcp --graph demo                         # MCP server on stdio: search_graph, explore_neighbors
+    ark neighbors A2 --graph my_kg                # a graph's own id, as `ark search` shows it
+    ark mcp --graph demo                          # MCP server on stdio: search_graph, explore_neighbors, ark://graph
+    ark mcp --graph my_kg --http 127.0.0.1:8765 [--backbone gpt-4.1]   # streamable HTTP at /mcp; + ask
 
 ``search`` and ``neighbors`` print exactly the observation the agent reads (they call the agent's
-`ark.tools.toolset.ToolSet`); ``mcp`` serves the same tools (`ark.cli.mcp`).
+`ark.tools.toolset.ToolSet`), with its ids: the graph's own where it has them, and NODE is read in the
+same ids (``--no-user-ids``: the internal ones for both); ``mcp`` serves the same tools (`ark.cli.mcp`).
+``--switch find_paths=true`` offers an opt-in tool (`ark.tools`).
 """
 
 from __future__ import annotations
 
 import sys
 
-from ark.cli.common import CLIError, add_verb, open_tools
+from ark.cli.common import CLIError, add_tool_args, add_verb, open_tools, positive
 
 
-def _show(result, graph) -> int:
-    """Print an observation exactly as the agent reads it; the external ids of its nodes to stderr."""
+def _show(result, tools) -> int:
+    """Print an observation exactly as the agent reads it; where it shows internal ids of a graph that has
+    ids of its own (``--no-user-ids``), those ids to stderr."""
     if result.error:
         print(result.observation, file=sys.stderr)
         return 2
     print(result.observation)
-    if graph.has_external_ids and result.node_ids:
+    graph = tools.graph
+    if graph.has_external_ids and not tools.ids.user and result.node_ids:
         print("external ids: " + ", ".join(f"[{i}] {graph.external_id(i)}" for i in result.node_ids),
               file=sys.stderr)
     return 0
-
-
-def resolve_node(graph, node: str) -> int:
-    """An internal node id from what a person typed: the source's own id, or the internal id."""
-    if graph.has_external_ids:
-        key = node
-        if graph.meta.get("external_id_type") == "int":
-            try:
-                key = int(node)
-            except ValueError:
-                raise CLIError(f"unknown node {node!r}; node ids of {graph.name} are integers") from None
-        try:
-            return graph.node_index(key)
-        except KeyError:
-            raise CLIError(f"unknown node {node!r}: no node of {graph.name} has this id") from None
-    try:
-        v = int(node)
-    except ValueError:
-        raise CLIError(f"unknown node {node!r}; node ids of {graph.name} run from 0 to {graph.num_nodes - 1}") from None
-    if not 0 <= v < graph.num_nodes:
-        raise CLIError(f"unknown node {node!r}; node ids of {graph.name} run from 0 to {graph.num_nodes - 1}")
-    return v
 
 
 def _tool_args(**kw) -> dict:
@@ -56,24 +40,53 @@ def _tool_args(**kw) -> dict:
 def cmd_search(args) -> int:
     from ark.tools import SEARCH
 
-    _, graph, tools = open_tools(args)
-    return _show(tools.call(SEARCH, _tool_args(query=args.query, k=args.k, node_types=args.type)), graph)
+    _, _, tools = open_tools(args)
+    return _show(tools.call(SEARCH, _tool_args(query=args.query, k=args.k, node_types=args.type)), tools)
 
 
 def cmd_neighbors(args) -> int:
     from ark.tools import NEIGHBORS
 
-    _, graph, tools = open_tools(args)
-    v = resolve_node(graph, args.node)
-    return _show(tools.call(NEIGHBORS, _tool_args(node_id=v, query=args.query, k=args.k, node_types=args.type,
-                                                  relations=args.relation)), graph)
+    _, _, tools = open_tools(args)   # NODE is read as the agent's node_id: in the ids the output shows
+    return _show(tools.call(NEIGHBORS, _tool_args(node_id=args.node, query=args.query, k=args.k,
+                                                  node_types=args.type, relations=args.relation)), tools)
 
 
 def cmd_mcp(args) -> int:
-    from ark.cli.mcp import build_server
+    from pathlib import Path
 
+    from ark.cli.common import say
+    from ark.cli.mcp import HTTP_PATH, Asker, build_server, check_listen, parse_http, serve
+    from ark.llm.local_server import serving
+
+    http = parse_http(args.http) if args.http else None
+    if http:
+        check_listen(*http)                       # before the graph is loaded
+    backbone = None
+    if args.backbone:
+        from ark.config.options import backbone_config
+
+        backbone = backbone_config(args.backbone, args.base_url, args.model)
+    elif args.base_url or args.model:
+        raise CLIError("--base-url and --model set the ask tool's backbone; give it with --backbone NAME")
     _, graph, tools = open_tools(args)
-    build_server(tools, name=f"ark-{graph.name}").run("stdio")
+    tools.warm_up()   # numba's kernels and the id lookup, while the first client connects
+    asker = None
+    if backbone is not None:
+        cache = None if args.no_cache else str(Path(args.root) / "cache" / "llm" / f"{backbone.name}.sqlite")
+        if cache:
+            Path(cache).parent.mkdir(parents=True, exist_ok=True)
+        asker = Asker(tools, backbone, n_agents=args.n_agents, t_max=args.t_max, llm_cache=cache)
+    server = build_server(tools, name=f"ark-{graph.name}", asker=asker, verbose=getattr(args, "verbose", False))
+    served = ", ".join(tools.tool_names + (["ask"] if asker else []))
+    where = f"http://{http[0]}:{http[1]}{HTTP_PATH} (streamable HTTP; Ctrl-C stops)" if http else "stdio"
+    say(f"ark mcp: {graph.name} ({graph.num_nodes:,} nodes, {tools.ids.space} ids): {served} and the "
+        f"ark://graph resource on {where}")
+    with serving(backbone):   # backbone=local: llama.cpp for as long as the server runs
+        try:
+            serve(server, http)
+        except KeyboardInterrupt:
+            pass
     return 0
 
 
@@ -83,17 +96,36 @@ def register(sub) -> None:
     p.add_argument("query", help="keywords")
     p.add_argument("-k", type=int, default=None, help="number of nodes (default: the tool's, 5)")
     p.add_argument("--type", "-t", action="append", default=[], help="only nodes of this type (repeatable)")
+    add_tool_args(p)
 
     p = add_verb(sub, "neighbors", cmd_neighbors, graph=True, help="explore_neighbors, printed as the agent reads it",
                  description="The one-hop neighbors of NODE in both directions: the agent's "
-                             "explore_neighbors tool. NODE is the graph's own id (a tables graph's "
-                             "id column) or the internal id shown in brackets.")
-    p.add_argument("node", help="node id")
+                             "explore_neighbors tool. NODE is an id as `ark search` shows it in brackets: "
+                             "the graph's own id where it has them (a tables graph's id column, an RDF "
+                             "graph's IRI), else, and with --no-user-ids, the internal id.")
+    p.add_argument("node", help="node id, as the output shows it in brackets")
     p.add_argument("--query", "-q", default=None, help="rank the neighbors by BM25 of these keywords")
     p.add_argument("--type", "-t", action="append", default=[], help="only neighbors of this type (repeatable)")
     p.add_argument("--relation", "-r", action="append", default=[], help="only this relation (repeatable)")
     p.add_argument("-k", type=int, default=None, help="number of neighbors (default: the tool's, 20)")
+    add_tool_args(p)
 
-    add_verb(sub, "mcp", cmd_mcp, graph=True, help="serve search_graph and explore_neighbors over MCP (stdio)",
-             description="A Model Context Protocol server on stdin/stdout exposing the agent's "
-                         "two graph tools with the same schemas and observation text.")
+    p = add_verb(sub, "mcp", cmd_mcp, graph=True,
+                 help="serve the graph tools, the graph's description and optionally ask over MCP",
+                 description="A Model Context Protocol server exposing the agent's graph tools with the same "
+                             "schemas and observation text, the resource ark://graph (node types, relations, "
+                             "counts, id format) and, with --backbone, the tool ask (ARK on one question). "
+                             "stdio by default; --http HOST:PORT serves streamable HTTP at "
+                             "http://HOST:PORT/mcp, one graph for every client.")
+    add_tool_args(p)
+    p.add_argument("--http", default=None, metavar="HOST:PORT",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (e.g. 127.0.0.1:8765)")
+    p.add_argument("--backbone", "-b", default=None,
+                   help="a conf/backbone name: adds the ask tool, ARK with this backbone (default: no ask)")
+    p.add_argument("--base-url", default=None, help="ask's OpenAI-compatible endpoint, e.g. http://host:8000/v1")
+    p.add_argument("--model", default=None, help="the model name to request from that endpoint")
+    p.add_argument("--n-agents", "-n", type=positive("--n-agents"), default=3,
+                   help="ask's n, parallel agents (budget.agent.n_agents; default: 3)")
+    p.add_argument("--t-max", type=positive("--t-max"), default=20,
+                   help="ask's T_max, steps per agent (budget.agent.t_max; default: 20)")
+    p.add_argument("--no-cache", action="store_true", help="ask: do not answer from or write the LLM cache")

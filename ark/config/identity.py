@@ -110,6 +110,8 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
         flat.update(_flatten(dataclasses.asdict(setup.config), "search.setup.config."))
         flat.update({f"search.setup.{k}": getattr(setup, k)
                      for k in ("index_kind", "hnsw_m", "ef_construction", "ef_search", "nprobe")})
+    if cfg.retriever.name == "ark":
+        _id_space(cfg, flat)
     for key in ("index_kind", "rrf_k", "depth", "hnsw_m", "ef_construction", "ef_search", "nprobe"):
         if key in cfg.retriever.build:   # how a dense or hybrid baseline ranks
             flat[f"retriever.{key}"] = cfg.retriever.build[key]
@@ -118,6 +120,20 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
     kept = {k: v for k, v in sorted(flat.items())
             if not _is_target(k) and not any(k == s or k.startswith(s + ".") for s in skip)}
     return json.loads(json.dumps(kept, default=str))   # as run.json stores it (tuples become lists)
+
+
+def _id_space(cfg: DictConfig, flat: dict[str, Any]) -> None:
+    """``ablation.tools.user_ids`` where it changes what the agent reads: on a graph whose source has ids
+    of its own (tables, RDF) the ids the tools show, True (the default, the source's) or False (internal);
+    elsewhere left out, since STaRK's and the demo's observations show the internal ids either way."""
+    from hydra.utils import get_class
+
+    key = "ablation.tools.user_ids"
+    target = cfg.graph.get(TARGET)
+    if target and getattr(get_class(target), "external_ids", False):
+        flat[key] = flat.get(key) is not False
+    else:
+        flat.pop(key, None)
 
 
 def fingerprint(identity: dict[str, Any]) -> str:

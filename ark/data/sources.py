@@ -48,7 +48,11 @@ class GraphSource:
     `input_fingerprint` and `read_queries`; the cache is handled here.
 
     ``name`` names the cache folder (``<root>/cache/<name>``) and the run directories of the graph.
+    ``external_ids``: its nodes carry ids of their own source (`KnowledgeGraph.external_id`), which the
+    tools show by default (`ark.tools.ids`); STaRK's and the demo's ids are the internal ones.
     """
+
+    external_ids = False
 
     def __init__(self, name: str, root: str | Path = DEFAULT_ROOT):
         if not isinstance(name, str) or not name or "/" in name or name.startswith("."):

@@ -465,6 +465,8 @@ class TablesSource(GraphSource):
     the cache and the run directories; ``candidate_types`` restricts the ranked candidates to these node types;
     ``template`` replaces the default document layout."""
 
+    external_ids = True   # the id column: what the tools show and take by default (ark.tools.ids)
+
     def __init__(self, path: str | Path | None = None, name: str | None = None, root: str | Path = DEFAULT_ROOT,
                  nodes: str | Path | None = None, edges: str | Path | None = None,
                  queries: str | Path | None = None, candidate_types: Sequence[str] | str | None = None,

@@ -15,8 +15,8 @@ Run dirs may be given directly or as any parent folder (searched for predictions
 | output stem                     | paper        | built from                                    |
 |---------------------------------|--------------|-----------------------------------------------|
 | fig2_budget_heatmaps            | Figure 2     | ARK runs, full toolset, one backbone, T_max x n |
-| fig3_tool_use                   | Figure 3     | tool_counts of every ARK run + stark_query_shares.csv |
-| fig5_neighbor_calls             | Figure 5     | per-agent tool_counts and agent_rankings       |
+| fig3_tool_use                   | Figure 3     | tool_counts of the full toolset's ARK runs + stark_query_shares.csv; a bar of its own per toolset with an opt-in tool (ablation=paths) |
+| fig5_neighbor_calls             | Figure 5     | per-agent tool_counts and agent_rankings (full toolset) |
 | table2_ablation                 | Table 2      | runs with toolset ablations + results/paper/table2_ablation.csv |
 | fig4_backbones, table_backbones | Fig. 4, App. | runs per backbone + results/paper/backbones.csv |
 | fig_attribution                 | (ours)       | ark.eval.attribution per run: where gold nodes were found or lost |
@@ -65,10 +65,23 @@ def read_predictions(run_dir: Path) -> list[dict]:
     return rundir.RunDir(run_dir).records()
 
 
+def _added_tools(run: rundir.RunDir) -> str:
+    """The opt-in graph tools (outside the default toolset, e.g. find_paths) that the run's toolset turned
+    on, comma-separated ("" for none)."""
+    from ark.tools import all_tools, default_graph_tool_names
+
+    tools = (run.config.get("ablation") or {}).get("tools") or {}
+    switches = tools.get("switches") or {}
+    default = set(default_graph_tool_names())
+    return ",".join(t.name for t in all_tools("graph")
+                    if t.name not in default and t.switch and switches.get(t.switch) is True)
+
+
 def load_runs(run_dirs: Iterable[Path | str]) -> pd.DataFrame:
     """One row per run: graph, experiment, retriever, backbone, t_max, n_agents, ablation (the names
-    in run.json / the config, read through ark.eval.rundir.RunDir), n, n_failed, complete, hit@1, hit@5,
-    recall@20, mrr (means in [0, 1]), latency_s (mean)."""
+    in run.json / the config, read through ark.eval.rundir.RunDir), added_tools (the opt-in tools its
+    toolset offered), n, n_failed, complete, hit@1, hit@5, recall@20, mrr (means in [0, 1]), latency_s
+    (mean)."""
     rows = []
     for d in map(Path, run_dirs):
         run = rundir.RunDir(d)
@@ -78,6 +91,7 @@ def load_runs(run_dirs: Iterable[Path | str]) -> pd.DataFrame:
                "retriever": str(info["retriever"]).lower(), "backbone": info.get("backbone"),
                "t_max": info.get("t_max"), "n_agents": info.get("n_agents"),
                "ablation": info.get("ablation") or (FULL if info["retriever"] == "ark" else None),
+               "added_tools": _added_tools(run),
                "n": mj.get("n", len(preds)),
                "n_failed": mj.get("n_failed", sum(rundir.status(p) != "ok" for p in preds)),
                "complete": mj.get("complete", True)}
@@ -114,8 +128,8 @@ def load_trajectories(run_dirs: Iterable[Path | str], runs: pd.DataFrame | None 
     """One row per (run, query, agent) of successful queries: graph, run_dir, query_id,
     agent_index, search_calls, neighbor_calls (calls of the "text" and "relational" tools), hit5
     (that agent's own ranking has gold in top 5), then one column of calls per graph tool
-    (`ark.eval.summary.tool_columns`: every graph tool of `ark.tools`, and any other column a
-    run's trajectory_stats.csv has)."""
+    (`ark.eval.summary.tool_columns`: the default toolset's graph tools, and any other column a
+    run's trajectory_stats.csv has, such as an opt-in tool the run offered)."""
     from ark.eval.summary import tool_columns
     from ark.tools import kinds as tool_kinds
 
@@ -234,11 +248,14 @@ def load_stark_shares(paper_dir: Path = PAPER_DIR) -> pd.DataFrame:
     return load_paper_table("stark_query_shares", paper_dir)
 
 
-def tool_share_data(traj: pd.DataFrame, stark: pd.DataFrame | None = None) -> pd.DataFrame:
+ARK_CALLS = "ARK tool calls"   # Figure 3's source of the full toolset's calls; other toolsets add " (<label>)"
+
+
+def tool_share_data(traj: pd.DataFrame, stark: pd.DataFrame | None = None, source: str = ARK_CALLS) -> pd.DataFrame:
     """Rows (graph, source, kind, share, calls): ARK's share of calls per tool kind pooled over all
     trajectories (global search is 'text', neighborhood 'relational', as `ark.tools` says;
-    a graph tool of another kind gets rows of its own kind), beside STaRK's query shares. Shares of
-    each (graph, source) sum to one."""
+    a graph tool of another kind gets rows of its own kind, e.g. find_paths' 'paths'), under ``source``,
+    beside STaRK's query shares. Shares of each (graph, source) sum to one."""
     from ark.tools import kinds as tool_kinds
 
     kinds = tool_kinds()
@@ -255,7 +272,7 @@ def tool_share_data(traj: pd.DataFrame, stark: pd.DataFrame | None = None) -> pd
         if total == 0:
             continue
         order = [TEXT, RELATIONAL] + sorted(k for k in per_kind if k not in (TEXT, RELATIONAL))
-        rows += [{"graph": g, "source": "ARK tool calls", "kind": k, "share": per_kind.get(k, 0) / total,
+        rows += [{"graph": g, "source": source, "kind": k, "share": per_kind.get(k, 0) / total,
                   "calls": per_kind.get(k, 0)} for k in order]
     if stark is not None:
         for _, r in stark.iterrows():
@@ -270,17 +287,21 @@ def tool_share_data(traj: pd.DataFrame, stark: pd.DataFrame | None = None) -> pd
 
 
 def plot_tool_use(shares: pd.DataFrame) -> plt.Figure:
-    """Per graph: a thick stacked bar of ARK's call shares, a thin one of STaRK's query shares."""
+    """Per graph: a thick stacked bar of ARK's call shares (one per toolset source: the full toolset's,
+    then any toolset with an opt-in tool), a thin one of STaRK's query shares."""
     graphs = _graph_sort(shares["graph"])
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(graphs), 3.2), constrained_layout=True)
+    ark_sources = sorted({s for s in shares["source"] if s.startswith("ARK")}, key=lambda s: (s != ARK_CALLS, s))
+    width = 0.45 / max(len(ark_sources), 1)
+    bars = [(src, -0.345 + width * (j + 0.5), width, 1.0) for j, src in enumerate(ark_sources)]
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(graphs) * max(1, len(ark_sources) * 0.6), 3.2),
+                           constrained_layout=True)
     colors = {"text": "#4C72B0", "relational": "#DD8452"}
     kinds = list(dict.fromkeys(["text", "relational", *shares["kind"]]))
     extra = iter(["#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"])
     colors.update({k: next(extra, "#8C8C8C") for k in kinds if k not in colors})
     labels = {"text": "search", "relational": "neighbors"}
     for i, g in enumerate(graphs):
-        for source, dx, width, alpha in (("ARK tool calls", -0.12, 0.45, 1.0),
-                                         ("STaRK queries", 0.28, 0.14, 0.55)):
+        for source, dx, width, alpha in (*bars, ("STaRK queries", 0.28, 0.14, 0.55)):
             s = shares[(shares.graph == g) & (shares.source == source)].set_index("kind")["share"]
             if s.empty:
                 continue
@@ -300,7 +321,12 @@ def plot_tool_use(shares: pd.DataFrame) -> plt.Figure:
     ax.set_xticks(range(len(graphs)), [g.upper() for g in graphs])
     ax.set_ylim(0, 1)
     ax.set_ylabel("share")
-    ax.set_title("Tool calls (thick) vs STaRK query type (thin)", fontsize=10)
+    if len(ark_sources) > 1:   # which thick bar is which toolset
+        for i in range(len(graphs)):
+            for src, dx, _, _ in bars:
+                name = "full" if src == ARK_CALLS else src[len(ARK_CALLS) + 2:-1]
+                ax.text(i + dx, 1.01, name, ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.set_title("Tool calls (thick) vs STaRK query type (thin)", fontsize=10, pad=28 if len(ark_sources) > 1 else 6)
     return fig
 
 
@@ -593,6 +619,20 @@ def select_budget_runs(runs: pd.DataFrame, log=print) -> pd.DataFrame:
     return sweep
 
 
+def _added_tool_shares(runs: pd.DataFrame, ablations: dict[str, str] | None) -> list[pd.DataFrame]:
+    """Figure 3's shares of each toolset that offers an opt-in tool (e.g. ``ablation=paths``), one source
+    per toolset, beside the full toolset's: such a toolset adds tools, so its bar shows how much the added
+    tool took over from the paper's two."""
+    extended = runs[(runs["retriever"] == "ark") & (runs["ablation"] != FULL) & (runs["added_tools"] != "")]
+    out = []
+    for name, group in extended.groupby("ablation"):
+        traj = load_trajectories(group["run_dir"], runs)
+        if not traj.empty:
+            label = (ablations or {}).get(name, name)
+            out.append(tool_share_data(traj, source=f"{ARK_CALLS} ({label})"))
+    return out
+
+
 def make_all(run_dirs: Sequence[Path | str], out_dir: Path | str, paper_dir: Path = PAPER_DIR, log=print,
              ablations: dict[str, str] | None = None) -> dict[str, dict[str, Path]]:
     """Every figure/table the given runs support; the others are skipped with the reason logged.
@@ -614,11 +654,16 @@ def make_all(run_dirs: Sequence[Path | str], out_dir: Path | str, paper_dir: Pat
                                                           "fig2_budget_heatmaps")
     except ValueError as e:
         log(f"fig2_budget_heatmaps: skipped ({e})")
-    if traj.empty:
+    added = _added_tool_shares(runs, ablations)
+    if traj.empty and not added:
         log("fig3_tool_use, fig5_neighbor_calls: skipped (no ARK trajectories)")
     else:
-        shares = tool_share_data(traj, load_stark_shares(paper_dir))
+        full = [tool_share_data(traj, load_stark_shares(paper_dir))] if not traj.empty else []
+        shares = pd.concat([*full, *added], ignore_index=True)
         written["fig3_tool_use"] = save_figure(plot_tool_use(shares), shares, out_dir, "fig3_tool_use")
+    if traj.empty:
+        log("fig5_neighbor_calls: skipped (no trajectories of the full toolset)")
+    else:
         counts = neighbor_calls_data(traj)
         written["fig5_neighbor_calls"] = save_figure(plot_neighbor_calls(counts), counts, out_dir,
                                                      "fig5_neighbor_calls")

@@ -188,7 +188,8 @@ def query_reach(toolset: ToolSet, query_id, text: str, gold: Sequence[int], sett
             hits = calls.hits[:k]
             for v in hits:
                 if v not in calls.neighbor_ids:
-                    nres = toolset.call(NEIGHBORS, {"node_id": v, "query": text, "k": settings.neighbors_k, **filt})
+                    nres = toolset.call(NEIGHBORS, {"node_id": toolset.ids.show(v), "query": text,   # its ids
+                                                    "k": settings.neighbors_k, **filt})
                     calls.neighbor_ids[v] = [int(i) for i in nres.node_ids]
                 if v not in near:
                     near[v] = _closed_neighborhood(graph, v)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ from ark.eval.records import AGENT_METRICS, SUCCESS_METRIC, load_predictions, sc
 from ark.eval.rundir import METRICS_FILE, PER_QUERY, PREDICTIONS, TRAJECTORY_STATS
 from ark.eval.rundir import key as _key
 from ark.eval.settings import RunSettings
+from ark.tools import default_graph_tool_names
 from ark.tools import registry as tool_registry
 
 NEIGHBOR_KIND = "relational"  # Figure 5 counts the calls of the tools of this kind per trajectory
@@ -42,10 +43,15 @@ def _scored_records(run_dir: Path, queries: Sequence, settings: RunSettings):
     return selected
 
 
-def tool_columns() -> list[str]:
-    """The graph tools counted in run statistics: every graph tool registered in `ark.tools.registry`
-    (calls of names the registry does not know, such as a tool the model made up, are not counted)."""
-    return tool_registry.graph_tool_names()
+def tool_columns(tool_counts: Iterable[dict] = ()) -> list[str]:
+    """The graph tools counted in run statistics, in the registry's order: those of the default toolset
+    (`ark.tools.default_graph_tool_names`, counted in every run, 0 where a run left one out) and
+    every other registered graph tool that one of ``tool_counts`` (per-agent ``{tool: calls}``) called,
+    such as an opt-in tool a run offered. Calls of names the registry does not know, such as a tool the
+    model made up, are not counted."""
+    called = {name for counts in tool_counts for name, n in counts.items() if n}
+    default = set(default_graph_tool_names())
+    return [n for n in tool_registry.graph_tool_names() if n in default or n in called]
 
 
 def _neighbor_calls(counts: dict) -> int:
@@ -57,7 +63,7 @@ def per_query_rows(run_dir: Path | str, queries: Sequence, settings: RunSettings
     call counts per graph tool (`tool_columns`)."""
     rows = []
     pairs = _scored_records(Path(run_dir), queries, settings)
-    tools = tool_columns()
+    tools = tool_columns(tc for _, rec in pairs if rec is not None for tc in rec.get("tool_counts", []))
     for q, rec in pairs:
         status = "missing" if rec is None else rec["status"]
         m = rec["metrics"] if rec is not None and status == "ok" else {}
@@ -115,7 +121,7 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
     state = "complete" if complete else ("degraded" if degraded and not failed and not n_missing else "incomplete")
     agent_status = Counter(a.get("status", "ok") for r in ok + degraded + failed for a in r.get("agents", []))
 
-    tools = tool_columns()
+    tools = tool_columns(tc for _, rec in pairs if rec is not None for tc in rec.get("tool_counts", []))
     tool_totals: Counter = Counter()
     hist = {"success": Counter(), "failure": Counter()}
     traj_rows = []

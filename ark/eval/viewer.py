@@ -88,7 +88,15 @@ def build_view(run_dir: Path | str, limit: int | None = None, max_observation_ch
                         "tool_counts": counts[i] if i < len(counts) else {},
                         "steps": _steps(t, max_observation_chars)}
                        for i, t in enumerate(trajs)]})
-    return {"run": str(run.path), "config": run.config, "summary": run.metrics, "queries": queries}
+    return {"run": str(run.path), "config": run.config, "summary": run.metrics, "queries": queries,
+            "ids": _id_space(run)}
+
+
+def _id_space(run: rundir.RunDir) -> str:
+    """The ids the run's observations show (ark.tools.ids): "user" (the graph's own, recorded in run.json's
+    identity as ablation.tools.user_ids) or "internal"."""
+    identity = run.info.get("identity") or {}
+    return "user" if identity.get("ablation.tools.user_ids") is True else "internal"
 
 
 def _external_ids(rec: dict) -> dict[str, str]:
@@ -130,12 +138,14 @@ function nodes(ids, gold) {
     title: EXT[i] || ''}, EXT[i] ? i + ' ' + EXT[i] : i)));
 }
 function marked(text, gold) {
-  // the observation as text nodes, with every "[id]" of a gold node wrapped in <mark class="gold">
+  // the observation as text nodes, with every "[id]" of a gold node wrapped in <mark class="gold">; the ids
+  // are the graph's own where the run's observations showed those (D.ids), else the internal ones
   const box = el('pre', {});
-  const re = /\[(\d+)\]/g;
+  const shown = new Set([...gold].map(g => String(D.ids === 'user' && EXT[g] != null ? EXT[g] : g)));
+  const re = /\[([^\]\n]+)\]/g;
   let last = 0, m;
   while ((m = re.exec(text || '')) !== null) {
-    if (!gold.has(Number(m[1]))) continue;
+    if (!shown.has(m[1])) continue;
     box.append(text.slice(last, m.index), el('mark', {class: 'gold', 'data-node': m[1]}, m[0]));
     last = m.index + m[0].length;
   }

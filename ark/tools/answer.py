@@ -2,9 +2,11 @@
 
 The graph tools run against the graph (`ark.tools.toolset.ToolSet`); the answer tools (``select``,
 ``finish``, any other tool of role ``"answer"``) run against the trajectory's `AnswerState`: the ranked
-answer list R, the ids the graph tools have shown so far (the only ones ``select`` accepts), the ids
-chosen, and whether ``finish`` was called. `ark.agent.Agent` makes one per trajectory, records the ids
-each observation shows (`AnswerState.show`) and ends the trajectory after the step that finished it.
+answer list R (internal ids), the ids the graph tools have shown so far (the only ones ``select``
+accepts), the ids chosen, whether ``finish`` was called, and the id space the graph tools show
+(`ark.tools.ids.NodeIds`: ``select`` reads its ids in it). `ark.agent.Agent` makes one per trajectory,
+records the ids each observation shows (`AnswerState.show`) and ends the trajectory after the step that
+finished it.
 
     state = AnswerState(shown_by=("search_graph", "explore_neighbors"))
     state.show([3, 6])
@@ -18,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ark.tools import registry as tool_registry
+from ark.tools.ids import NodeIds
 from ark.tools.toolset import ToolInputError, ToolResult, _show, error_result
 
 
@@ -30,6 +33,7 @@ class AnswerState:
     chosen: set[int] = field(default_factory=set)  # the ids in `selected`
     finished: bool = False  # finish was called
     shown_by: tuple[str, ...] = ()  # the graph tools offered, whose observations show ids (named in errors)
+    ids: NodeIds = field(default_factory=NodeIds)  # the id space of the graph tools (ark.tools.ids): select reads it
 
     def show(self, ids: Iterable[int]) -> None:
         """Record the ids one observation showed: from now on they may be selected."""

@@ -5,7 +5,8 @@
 node types F_V and relation types F_E, ranked by BM25 of q with the global statistics (neighbors
 without any query term follow with score 0). Without q the order is ascending node id. A neighbor
 linked by several edges appears once with all its relations and directions; the footer always gives
-the number N of distinct neighbors that passed the filters. ``v`` itself (a self-loop) is not listed.
+the number N of distinct neighbors that passed the filters. ``v`` itself (a self-loop) is not listed. Ids, in the header and the node lines as in ``node_id``, are the
+tool set's (`ark.tools.ids`: the graph's own where it has them).
 
 Switches (`ark.tools.toolset.ToolConfig`): ``neighbors`` offers the tool ("w/o Neighbors" turns it off),
 ``neighbor_query`` its query, ``type_filter`` its two filters, ``neighbor_paging`` an ``offset`` and a
@@ -26,7 +27,7 @@ from ark.data.graph import neighbor_runs
 from ark.observation import render
 from ark.tools.registry import Param, Tool
 from ark.tools.toolset import (ToolResult, ToolSet, _as_offset, _as_query, _clamp_k, _resolve_names, _show,
-                               _top_k_matched, node_types_schema)
+                               _top_k_matched, node_id_schema, node_types_schema)
 
 NAME = "explore_neighbors"
 
@@ -65,7 +66,8 @@ def explore_neighbors(ts: ToolSet, args: dict) -> ToolResult:
         notes.append(f"ranked by {ts.search.config.neighbor_rank} similarity to the query.")
     terms = ts.index.matched_terms(query) if scores is not None else []
 
-    header = f"explore_neighbors node_id={v} ({g.node_name(v)}, {g.node_type_name(v)})"
+    shown = ts.ids.text(v)
+    header = f"explore_neighbors node_id={shown} ({g.node_name(v)}, {g.node_type_name(v)})"
     if scores is not None:
         header += f" query={_show(query)}"
     if types:
@@ -84,7 +86,7 @@ def explore_neighbors(ts: ToolSet, args: dict) -> ToolResult:
              for i, sc, links in zip(ranking.ids.tolist(), shown_scores, ranking.links)]
     what = "neighbors" + (" matching the filters" if (types or rels) else "")
     if any(o is not None for links in ranking.links for _, o in links):
-        notes.append(f"(-> r: edge {v} -r-> neighbor; <- r: edge neighbor -r-> {v})")
+        notes.append(f"(-> r: edge {shown} -r-> neighbor; <- r: edge neighbor -r-> {shown})")
     text, shown = render(header, lines, total, what, notes, c.max_observation_tokens)
     if c.neighbor_paging:
         text += _paging_note(offset, len(shown), total)
@@ -141,17 +143,18 @@ def _both_ways(g) -> np.ndarray:
 
 def _no_neighbors_note(ts: ToolSet, v: int, types, rels) -> str:
     g = ts.graph
+    shown = ts.ids.text(v)
     if g.degree(v) == 0:
-        return f"Node {v} has no neighbors."
+        return f"Node {shown} has no neighbors."
     if not types and not rels:
-        return f"Node {v} has no neighbors other than itself."
+        return f"Node {shown} has no neighbors other than itself."
     e = g.neighbors(v)
     keep = e.nodes != v
     tcount = np.bincount(np.asarray(g.node_types)[np.unique(e.nodes[keep])], minlength=len(g.node_type_names))
     rcount = np.bincount(e.relations[keep], minlength=len(g.relation_names))
     t = ", ".join(f"{n} ({int(x)})" for n, x in zip(g.node_type_names, tcount) if x)
     r = ", ".join(f"{n} ({int(x)})" for n, x in zip(g.relation_names, rcount) if x)
-    return (f"No neighbor matches these filters. Node {v}'s neighbors by node type: {t}; "
+    return (f"No neighbor matches these filters. Node {shown}'s neighbors by node type: {t}; "
             f"edges by relation: {r}.")
 
 
@@ -162,7 +165,7 @@ def _relations_schema(ts: ToolSet) -> dict:
 TOOL = Tool(
     NAME,
     "List the nodes directly connected to a node (edges in both directions), with each relation and its direction",
-    (Param("node_id", {"type": "integer"}, "Id of the node whose neighbors to list.", required=True,
+    (Param("node_id", node_id_schema, "Id of the node whose neighbors to list.", required=True,
            shown_ids=True),
      Param("query", {"type": "string"}, "Optional keywords; neighbors are ranked by BM25 match to them.",
            switch="neighbor_query", clause=", optionally ranked by how well their text matches a query"),

@@ -17,9 +17,13 @@ the `Tool` each one declares as ``TOOL``; `discover` does the same for another p
 by ``Tool.order``, then in registration order. `register` adds a tool made anywhere else.
 
 Switches: ``Tool.switch`` / ``Param.switch`` name a boolean of `ark.tools.toolset.ToolConfig` (a field such
-as ``neighbors``, or a key of its ``switches`` dict for tools added later; a switch nobody set is on);
-False removes the tool or the parameter from the schema, and a call using it is then rejected like any
-unknown argument. The recipe for a new tool is in `ark.tools`.
+as ``neighbors``, or a key of its ``switches`` dict for tools added later); False removes the tool or the
+parameter from the schema, and a call using it is then rejected like any unknown argument. A switch
+nobody set is the tool's ``default_on``: True (offered at once) unless the tool is opt-in
+(``default_on=False``, e.g. ``find_paths``: only a run whose ``ToolConfig.switches`` turns it on offers
+it). The default toolset (`ark.tools.toolset.default_graph_tool_names`) is what a run offers with no switch set: the
+paper's two graph tools, and the prompt, the run statistics and the figures of such a run name no
+opt-in tool. The recipe for a new tool is in `ark.tools`.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class Tool:
     description_end: str = ""  # appended after the parameter clauses
     closed: bool = True  # the schema forbids unknown arguments (additionalProperties: false)
     order: int = 100  # its place in every tool list (schema, prompt, statistics); ties: registration order
+    default_on: bool = True  # offered while no ToolConfig sets its switch; False: opt-in (a run turns it on)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -187,6 +192,12 @@ def names(role: str | None = None) -> list[str]:
 def graph_tool_names() -> list[str]:
     """Names of the registered graph tools: the columns of tool counts in run statistics."""
     return names("graph")
+
+
+def switch_default(name: str) -> bool:
+    """The value of switch ``name`` when no ToolConfig sets it: the ``default_on`` of the tool it
+    switches (True for a parameter's switch or a name no tool reads)."""
+    return all(t.default_on for t in all_tools() if t.switch == name)
 
 
 def names_of_kind(kind: str) -> list[str]:

@@ -1,5 +1,6 @@
 """What the graph tools run against: `ToolSet` (one graph, its BM25 index and global search, a
-`ToolConfig`), the `ToolResult` every tool returns, and the argument coercion the tools share.
+`ToolConfig`, the id space its tools show and read: `ark.tools.ids`) and the `ToolResult` every tool
+returns; the argument coercion the tools share (`ark.tools.arguments`) is re-exported here.
 
 The tools themselves live one per module beside this one (``search_graph.py``, ``explore_neighbors.py``;
 the answer tools ``select.py``, ``finish.py``), each declared once as an `ark.tools.registry.Tool`.
@@ -12,7 +13,7 @@ then rejects them like any other unknown argument.
 `ToolSet.call` never raises on what an LLM may send. What cannot run gets a short error observation
 (`ToolResult.error` set): malformed JSON, wrong or missing argument names, ids out of range, unknown
 type names (answered with the valid ones), a search query that is empty or only stopwords. What can be
-fixed up runs: ids as strings ("12" works); k out of range is clamped, and a neighbor query of only
+fixed up runs: ids as strings ("12" works; the graph's own ids where the tools show those); k out of range is clamped, and a neighbor query of only
 stopwords lists the neighbors in id order, each with a note in the observation. Empty lists for
 ``node_types``/``relations`` mean "no filter"; type names are matched exactly, then ignoring case and
 surrounding spaces. A handler raises `ToolInputError` for what the LLM must fix; its message becomes
@@ -37,6 +38,9 @@ from ark.observation import NodeLine, Snippeter
 from ark.search.bm25 import BM25Index, _heap_push
 from ark.search.modes import GlobalSearch
 from ark.tools import registry as tool_registry
+from ark.tools.arguments import (ToolInputError, _as_int, _as_offset, _as_query, _clamp_k,  # noqa: F401
+                                 _resolve_names, _show)
+from ark.tools.ids import NodeIds
 from ark.tools.registry import Tool
 
 
@@ -56,6 +60,9 @@ class ToolConfig:
     max_observation_tokens: int = 2000  # observation budget, approx. tokens (ark.observation)
     snippet_chars: int = 160  # length of the text snippet per node
     switches: dict[str, bool] = field(default_factory=dict)  # switches of tools added to the registry later
+    # the ids observations show and arguments take (ark.tools.ids): None, the graph's own where it has them
+    # (tables, RDF); False, the internal 0..N-1 (STaRK's and the demo's ids either way)
+    user_ids: bool | None = None
 
     def __post_init__(self):
         for name in ("search_k", "search_k_max", "neighbors_k", "neighbors_k_max", "max_observation_tokens"):
@@ -64,14 +71,26 @@ class ToolConfig:
         if self.search_k > self.search_k_max or self.neighbors_k > self.neighbors_k_max:
             raise ValueError("ToolConfig: a default k is above its maximum")
         self.switches = dict(self.switches or {})
+        # a misspelt switch fails when the config is built, before a run starts
+        valid = tool_registry.switch_names() if self.switches else []
+        bad = [k for k in self.switches if k not in valid]
+        if bad:
+            raise ValueError(f"unknown tool switch {', '.join(map(repr, bad))} in ToolConfig.switches; "
+                             f"valid switches: {', '.join(valid)}")
+        if self.user_ids not in (None, True, False):
+            raise ValueError(f"ToolConfig.user_ids must be true, false or null (the graph's own ids where it has "
+                             f"them), got {self.user_ids!r}")
 
     def switch(self, name: str) -> bool:
-        """The value of an ablation switch: a boolean field (``neighbors``...) or a key of ``switches``
-        (a switch nobody set is on)."""
+        """The value of an ablation switch: a key of ``switches``, else a boolean field (``neighbors``...),
+        else the default of the tool it switches (`ark.tools.registry.switch_default`: on, unless the
+        tool is opt-in)."""
         if name in self.switches:
             return bool(self.switches[name])
-        value = getattr(self, name, True)
-        return bool(value)
+        value = getattr(self, name, None)
+        if isinstance(value, bool):
+            return value
+        return tool_registry.switch_default(name)
 
 
 @dataclass
@@ -84,100 +103,6 @@ class ToolResult:
     error: str | None = None
 
 
-
-
-class ToolInputError(ValueError):
-    """An argument the LLM sent cannot be used; the message is shown to the LLM."""
-
-
-
-# ------------------------------------------------------------------------------ argument coercion
-def _as_int(name: str, value) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise ToolInputError(f"{name} must be an integer, not {json.dumps(value)}; send a number such as 3")
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        s = value.strip()
-        try:
-            return int(s)
-        except ValueError:
-            try:
-                f = float(s)
-            except ValueError:
-                f = None
-            if f is not None and f.is_integer():
-                return int(f)
-    raise ToolInputError(f"{name} must be an integer, not {_show(value)}; send a number such as 3")
-
-
-def _show(value, limit: int = 80) -> str:
-    try:
-        s = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        s = repr(value)
-    return s if len(s) <= limit else s[:limit] + "…"
-
-
-def _resolve_names(arg: str, value, valid: Sequence[str], kind: str) -> list[str] | None:
-    """A list of canonical names from a string or list of strings; None (no filter) for None or []."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
-        raise ToolInputError(f"{arg} must be a list of {kind} names, not {_show(value)}; "
-                             f"send for example [{_show(valid[0]) if valid else ''}]")
-    if not value:
-        return None
-    folded = {v.strip().lower(): v for v in valid}
-    out, bad = [], []
-    for x in value:
-        name = x if x in valid else folded.get(x.strip().lower())
-        if name is None:
-            bad.append(x)
-        elif name not in out:
-            out.append(name)
-    if bad:
-        raise ToolInputError(f"{arg} names the unknown {kind} {', '.join(map(_show, bad))}; "
-                             f"use only these {kind}s: {', '.join(map(_show, valid))}")
-    return out
-
-
-def _clamp_k(value, default: int, cap: int, notes: list[str]) -> int:
-    if value is None:
-        return default
-    k = _as_int("k", value)
-    if k < 1:
-        notes.append(f"note: k={k} is below 1; using k=1.")
-        return 1
-    if k > cap:
-        notes.append(f"note: k={k} is above the maximum {cap}; using k={cap}.")
-        return cap
-    return k
-
-
-def _as_offset(value) -> int:
-    if value is None:
-        return 0
-    offset = _as_int("offset", value)
-    if offset < 0:
-        raise ToolInputError(f"offset must be >= 0 (0 starts from the top), got {offset}")
-    return offset
-
-
-def _as_query(value, required: bool) -> str | None:
-    if value is None:
-        if required:
-            raise ToolInputError("query is missing; send a few keywords to search for")
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str):
-        raise ToolInputError(f"query must be a string of keywords, not {_show(value)}")
-    return value
 
 
 @njit(cache=True, nogil=True)
@@ -226,6 +151,7 @@ class ToolSet:
         if self.search.bm25 is not index:
             raise ValueError("the GlobalSearch must use the tool set's BM25 index")
         self.snippet = Snippeter(index.tokenizer, self.config.snippet_chars)
+        self.ids = NodeIds.for_graph(graph, self.config.user_ids)  # the ids observations show, arguments take
         self._type_masks: dict[tuple[str, ...], np.ndarray] = {}
         self._cache: dict[str, Any] = {}
         self._check_switches()
@@ -245,10 +171,13 @@ class ToolSet:
         kernel) and return it. A sweep job starts it once its tools are built: the ~0.5 s of numba's
         first-call set-up then overlaps the agent's first LLM round trip instead of delaying the first
         ``search_graph`` answer. A tool call made meanwhile waits for numba's compiler lock: it is never
-        slower than without the warm-up, and its results are the same."""
+        slower than without the warm-up, and its results are the same. Where the tools take the graph's
+        own ids, the graph's id lookup is built too (about 2 s for 1.9M string ids, once per process)."""
         def run() -> None:
             self.index.warm_up()
             _top_k_kernel(np.zeros(1, dtype=np.float32), 1)
+            if self.ids.user and self.graph.num_nodes:
+                self.graph.node_index(self.graph.external_id(0))
 
         thread = threading.Thread(target=run, name="ark-tools-warm-up", daemon=True)
         thread.start()
@@ -303,13 +232,10 @@ class ToolSet:
         return arguments
 
     # ------------------------------------------------------------------ for the handlers
-    def as_node_id(self, value) -> int:
-        """The ``node_id`` argument as a node of this graph (ToolInputError otherwise)."""
-        v = _as_int("node_id", value)
-        if not 0 <= v < self.graph.num_nodes:
-            raise ToolInputError(f"node_id {v} does not exist; use an id shown in an earlier result "
-                                 f"(ids run from 0 to {self.graph.num_nodes - 1})")
-        return v
+    def as_node_id(self, value, name: str = "node_id") -> int:
+        """An id argument (``node_id``, or ``name``) as the internal id of a node of this graph, read in the
+        tool set's id space (`ark.tools.ids.NodeIds`; ToolInputError otherwise)."""
+        return self.ids.parse(name, value)
 
     def type_mask(self, types: list[str]) -> np.ndarray:
         """Per node: is it of one of ``types`` (cached per set of types)."""
@@ -326,7 +252,7 @@ class ToolSet:
         g = self.graph
         name, type_name = g.node_name(i), g.node_type_name(i)
         return NodeLine(i, name, type_name, self.snippet(g.node_text(i), terms, drop=(name, type_name)),
-                        score, list(links))
+                        score, list(links), self.ids.show(i))
 
     def searchable(self, query: str) -> bool:
         """Does ``query`` keep a word after tokenizing (stopwords removed)?"""
@@ -340,10 +266,22 @@ class ToolSet:
         return self._cache[key]
 
 
+def default_graph_tool_names() -> list[str]:
+    """The graph tools a run offers when it sets no switch (the default `ToolConfig`): the columns every
+    run's statistics have; an opt-in tool (``Tool.default_on=False``) gets a column in the runs that call it."""
+    config = ToolConfig()
+    return [t.name for t in tool_registry.all_tools("graph") if t.enabled(config)]
+
+
 def error_result(e: ToolInputError) -> ToolResult:
     """The observation of a rejected call: ``Error: <the message>.``"""
     sentence = str(e).rstrip(".") + "."
     return ToolResult(f"Error: {sentence}", [], sentence)
+
+
+def node_id_schema(ts: ToolSet | None) -> dict:
+    """JSON schema of one node id argument in the tool set's id space (an integer without a tool set)."""
+    return ts.ids.schema() if ts is not None else {"type": "integer"}
 
 
 def node_types_schema(ts: ToolSet) -> dict:

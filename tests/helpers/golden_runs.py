@@ -41,12 +41,12 @@ FILES = ("predictions.jsonl", "metrics.json", "per_query.csv", "trajectory_stats
 def policy(request: dict):
     """Search the question, explore the first hit's neighbors with the question's first word, select
     every id shown, finish."""
-    from tests.helpers.scripted_server import first_user_message, tool_reply
+    from tests.helpers.scripted_server import first_user_message, shown_ids, tool_reply
 
     msgs = request["messages"]
     step = sum(m["role"] == "assistant" for m in msgs)
     question = first_user_message(request)
-    shown = [int(x) for m in msgs if m["role"] == "tool" for x in re.findall(r"^\[(\d+)\]", m["content"], re.M)]
+    shown = [x for m in msgs if m["role"] == "tool" for x in shown_ids(m["content"])]
     if step == 0:
         return tool_reply(("search_graph", {"query": question, "k": 5}))
     if step == 1 and shown:

@@ -84,6 +84,7 @@ import hashlib
 import itertools
 import json
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -260,6 +261,12 @@ def first_user_message(request: dict) -> str | None:
             c = m.get("content")
             return c if isinstance(c, str) else json.dumps(c, sort_keys=True)
     return None
+
+
+def shown_ids(observation: str) -> list[int | str]:
+    """The node ids an observation shows at the start of its node lines (``[3] ...``, ``[P4] ...``), as a
+    model copies them into its next call: integers as numbers, the graph's own string ids as strings."""
+    return [int(x) if re.fullmatch(r"\d+", x) else x for x in re.findall(r"^\[([^\]\n]+)\] ", observation, re.M)]
 
 
 class ScriptedServer:
