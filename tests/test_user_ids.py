@@ -145,7 +145,8 @@ def test_the_switch_is_part_of_a_runs_identity_where_it_changes_what_the_agent_r
     off = info("graph=tables", "+ablation.tools.user_ids=false")
     assert off["identity"]["ablation.tools.user_ids"] is False
     (tmp_path / "run.json").write_text(json.dumps(off))
-    with pytest.raises(SystemExit, match=r"ablation.tools.user_ids=False there, True now"):
+    (tmp_path / "predictions.jsonl").write_text(json.dumps({"query_id": "q1", "status": "ok", "gold": [0]}) + "\n")
+    with pytest.raises(SystemExit, match=r"ablation.tools.user_ids=False there, True now"):   # it holds a result
         check_same_run(tmp_path, tables)
     # STaRK and the demo show internal ids either way: the switch is no part of their identity
     demo = info("graph=demo")
