@@ -8,7 +8,7 @@ neighbors, select what was shown, finish), so every byte of a run follows from t
 
 `normalized(run_dir)` reads a run directory's files with what legitimately differs between two
 executions taken out: wall-clock times and latencies, the temporary paths the runs were made under,
-and the import paths of configured classes (``_target_``), which say where a class lives, not how a
+the checkout and data root they were made from, and the import paths of configured classes (``_target_``), which say where a class lives, not how a
 run behaves. `tests/test_golden_runs.py` compares a fresh set against `tests/golden/runs/`.
 
     python -m tests.helpers.golden_runs --update     # rewrite tests/golden/runs/ (only for an intended change)
@@ -124,9 +124,10 @@ def _renumber_calls(text: str) -> str:
 
 
 def normalized(run_dir: Path, tmp: Path | str, base_url: str) -> dict[str, str]:
-    """{relative path: normalized text} of a run directory's result files and trajectories (``tmp``
-    and the scripted server's ``base_url`` replaced by placeholders)."""
-    subs = {base_url: "<SERVER>", str(tmp): "<TMP>"}
+    """{relative path: normalized text} of a run directory's result files and trajectories (``tmp``,
+    the scripted server's ``base_url``, the demo's data root and the checkout replaced by placeholders,
+    so any checkout compares equal)."""
+    subs = {base_url: "<SERVER>", str(tmp): "<TMP>", str(DEMO_ROOT): "<DATA>", str(REPO): "<REPO>"}
     out = {}
     paths = [run_dir / f for f in FILES if (run_dir / f).exists()]
     paths += sorted((run_dir / "trajectories").glob("*.json")) if (run_dir / "trajectories").is_dir() else []
