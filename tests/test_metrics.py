@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ark.eval.metrics import (CandidateSet, NaNScoreError, aggregate, authors_aggregate, authors_fuse, bootstrap_ci,
-                              evaluate, parse_metric, scored_list, scored_list_and_scores, stark_evaluate, stark_scores,
+                              authors_record_metrics, evaluate, parse_metric, scored_list, scored_list_and_scores, stark_evaluate, stark_scores,
                               torchmetrics_semantics)
 
 ALL = ("hit@1", "hit@5", "recall@20", "recall@2", "mrr")
@@ -264,3 +264,15 @@ def test_authors_aggregate_leaves_failed_queries_out():
     assert agg["hit@1"]["mean"] == 0.5 and agg["hit@1"]["n"] == 2 and agg["hit@1"]["n_left_out"] == 2
     # the runner's default counts them out of the mean too but calls the run incomplete; as misses: 0.25
     assert aggregate([m or {"hit@1": 0.0} for m in per], n_boot=100)["hit@1"]["mean"] == 0.25
+
+
+def test_authors_record_metrics_rescore_a_run_record_without_the_cut():
+    # two agents; fused by votes then first index in the concatenation: 7 (2 votes), 1, 2, 3, ..., gold 40 last
+    rec = {"status": "ok", "gold": [40], "ranking": [7, 1, 2],
+           "agent_rankings": [[1, 7] + list(range(100, 120)), [7, 2, 40]]}
+    m = authors_record_metrics(rec, ("hit@1", "recall@20", "mrr"))
+    assert m == {"hit@1": 0.0, "recall@20": 0.0, "mrr": pytest.approx(1 / 24)}   # 7, 1, 100..119, 2, 40
+    assert authors_record_metrics({**rec, "status": "failed"}) is None
+    # a baseline's record: its one list as it is
+    assert authors_record_metrics({"status": "ok", "gold": [5], "ranking": [4, 5], "agent_rankings": [[4, 5]]},
+                                  ("mrr",)) == {"mrr": 0.5}

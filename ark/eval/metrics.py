@@ -374,6 +374,18 @@ def authors_fuse(agent_rankings: Sequence[Sequence[int]]) -> list[int]:
     return fuse(agent_rankings, top=None, tie_break="concat")
 
 
+def authors_record_metrics(record: Mapping, metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, float] | None:
+    """The authors' protocol on one query's record as the runner writes it (``predictions.jsonl``:
+    ``status``, ``gold``, ``agent_rankings``, ``ranking``): the agents' own lists fused again with
+    `authors_fuse`, uncut (a baseline's one list is its ranking), scored with ``mode="authors"``; None
+    for a failed query, which `authors_aggregate` leaves out. No LLM call: any finished run can be
+    rescored this way."""
+    if record.get("status") == "failed":
+        return None
+    lists = record.get("agent_rankings") or ([record["ranking"]] if record.get("ranking") else [])
+    return evaluate(authors_fuse(lists), record.get("gold", []), None, metrics, mode="authors")
+
+
 def authors_aggregate(per_query: Sequence[Mapping[str, float] | None], n_boot: int = 1000, seed: int = 0,
                       alpha: float = 0.05) -> dict[str, dict[str, float]]:
     """`aggregate` the authors' way: a failed query (None) is left out of the average instead of being
