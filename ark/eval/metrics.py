@@ -1,7 +1,7 @@
 """Retrieval metrics with STaRK's definitions: Hit@k, Recall@k, MRR, and bootstrap confidence intervals.
 
-Owns the numbers in Table 1. Three ways (``mode``, a run's ``metrics_mode``) to score one ranked list,
-all documented here:
+Owns the numbers in Table 1. Three ways (``mode``; a run's ``metrics_mode`` is one of the first two so
+far) to score one ranked list, all documented here:
 
 ``mode="paper"`` (default; how the ARK paper scores, appendix "Implementation Details")
     The retriever's ranked list *is* the ranking. ARK's fused list is truncated to the top 20 by the
@@ -30,8 +30,10 @@ all documented here:
     chooses them).
     ``torchmetrics`` names the ranking semantics: ``"1.7.0"`` (before PR #3104) or ``"1.9"`` (since
     1.7.4: MRR and Recall's numerator ignore gold with score <= 0; hit rate and Recall's denominator
-    do not). With positive scores the two agree; with cosine similarities, log-probabilities or
-    negative ranks "1.9" gives MRR and Recall 0 where "1.7.0" does not. On a ranking that scores every
+    do not). With `stark_scores` (all >= 2) the two agree; with a retriever's own scores they differ
+    wherever a gold node's score, or the bottom tie's ``min - 1``, is <= 0 (BM25's zeros and scores
+    below 1, cosine similarities, log-probabilities, negative ranks), where "1.9" gives MRR and Recall
+    0 and "1.7.0" does not. On a ranking that scores every
     candidate the two modes agree exactly. On a truncated list they differ wherever the tie matters:
     MRR gets a positive reciprocal rank for a gold node outside the list (somewhere inside the tie,
     1/(len+1) at most), and Hit@k/Recall@k for k > len(list) can count gold nodes from the tie.
@@ -51,7 +53,7 @@ refuses a NaN score with `NaNScoreError` (one line naming the node and its posit
 retriever's own ranking is undefined, and no mode should turn it into a number.
 
 Ids above ``max(candidate_ids)``: stark-qa's Evaluator raises IndexError on them, and so does
-`stark_evaluate`. `evaluate` (both modes) drops them instead, like any other non-candidate: a
+`stark_evaluate`. `evaluate` (every mode) drops them instead, like any other non-candidate: a
 retriever's list may hold any graph node (a MAG author, an AMAZON brand), and STaRK's own retrievers
 only ever score candidates, so the case never arises on their side.
 
