@@ -102,7 +102,8 @@ class VectorIndex:
                 self._row[ids] = np.arange(len(ids))
                 if kind == "hnsw":
                     storage = faiss.downcast_index(index.storage)
-                    view = faiss.rev_swig_ptr(storage.get_xb(), storage.ntotal * self.dim).reshape(-1, self.dim)
+                    view = (faiss.rev_swig_ptr(storage.get_xb(), storage.ntotal * self.dim).reshape(-1, self.dim)
+                            if storage.ntotal else np.empty((0, self.dim), dtype=np.float32))
                     view.setflags(write=False)
                     self._storage.append(view)
 
@@ -172,7 +173,8 @@ class VectorIndex:
             nlist = self._nlist(len(ids))
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
             sample = np.sort(rng.choice(len(ids), size=min(len(ids), 64 * nlist), replace=False))
-            index.train(np.ascontiguousarray(self.vectors[ids[sample]]))
+            # a node type without nodes still gets a (one-list) index, so the per-type parts line up
+            index.train(np.ascontiguousarray(self.vectors[ids[sample]]) if len(ids) else np.zeros((1, self.dim), np.float32))
             return index
 
         def fits(index, ids):  # the same lists, and a direct map for `score` (caches written before had none)

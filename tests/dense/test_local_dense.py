@@ -150,3 +150,16 @@ def test_a_cached_index_is_the_one_copy_its_searches_and_scores_read(tmp_path, k
     assert index.search(q, 10)[0].tolist() == before[0].tolist()
     links = 3000 * 2 * 16 * 4 if kind == "hnsw" else 0           # HNSW's level-0 graph beside its one copy
     assert vecs.nbytes + links <= index.memory_bytes() < 1.3 * vecs.nbytes + links
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_a_node_type_without_nodes_is_skipped(tmp_path, kind):
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((200, 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    types = np.where(np.arange(200) < 100, 0, 2)             # type 1 has no nodes
+    for cache in (None, tmp_path):
+        index = VectorIndex(vecs, types, kind=kind, cache_dir=cache, hnsw_m=8, ef_construction=32, nprobe=100)
+        assert index.search(vecs[150], 1)[0].tolist() == [150]
+        assert index.search(vecs[150], 3, types=[1])[0].tolist() == []
+        np.testing.assert_allclose(index.score(vecs[3], np.array([3, 150])), vecs[[3, 150]] @ vecs[3], atol=1e-6)
