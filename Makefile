@@ -143,8 +143,9 @@ bench-attribution: $(VENV)/.core ## failure attribution over 1,000 queries' traj
 bench-tables: $(VENV)/.core ## tables vs STaRK-file build and sweep-job cold start at MAG scale (~5 GiB; SCALE=0.01 quick)
 	$(PY) scripts/bench_tables.py --scale $(or $(SCALE),1.0)
 
-bench-dense: $(VENV)/.dense ## encoding vs sentence-transformers; dense/hybrid search at MAG scale, exact/IVF/HNSW (~12 GiB; SCALE=0.02 quick)
-	OPENBLAS_NUM_THREADS=1 $(PY) scripts/bench_dense.py --lexical --scale $(or $(SCALE),1.0) --kinds ivf,hnsw \
-	  --hnsw-m 16 --ef-construction 40
+bench-dense: $(VENV)/.dense ## encoding vs sentence-transformers; dense/hybrid search at MAG scale on vectors fitted to the demo's MiniLM embeddings: exact, HNSW recall-latency curves, IVF (~7 GiB; SCALE=0.02 quick)
+	$(PY) -m experiments.embed graph=demo encoder=minilm
+	OPENBLAS_NUM_THREADS=1 $(PY) scripts/bench_dense.py --lexical --scale $(or $(SCALE),1.0) --vectors fitted \
+	  --kinds hnsw,ivf --hnsw-m 16,32 --ef-construction 100 --ef-curve 16,32,64,128,256,512
 
 bench: bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense

@@ -27,6 +27,9 @@ class Retrieval:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     error: str | None = None  # set when the query failed
+    # the retriever's own score of each ranked id (BM25, cosine, RRF: the baselines), what
+    # ark.eval.metrics.evaluate's stark_qa mode ranks by; None where the ranking has no scores (ARK's votes)
+    scores: list[float] | None = None
 
 
 class Retriever(Protocol):

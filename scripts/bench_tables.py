@@ -27,6 +27,7 @@ a fresh Python process, which reports its own time and peak RSS:
     python scripts/bench_tables.py                 # full scale: ~15 min, ~5 GiB peak (use the heavy lock)
     python scripts/bench_tables.py --scale 0.01    # quick run
     python scripts/bench_tables.py --keep && python scripts/bench_tables.py --cold-only   # cold starts again
+    python scripts/bench_tables.py --reuse --keep --builds-only --build-rounds 3  # the builds, 3 rounds
 
 Files go to ``--dir`` (default ``data/bench_tables``; several GB at full scale), removed afterwards
 unless ``--keep``.
@@ -136,21 +137,23 @@ def job_source(d: Path):
     return instantiate(compose(job_overrides(d)).graph)
 
 
-def phase_build_tables(d: Path) -> dict:
-    source = job_source(d)
-    t = time.perf_counter()
+def _timed_build(source) -> dict:
+    """Build ``source``'s graph, timing the wall clock and the process's CPU time (all its threads: on a
+    shared machine the CPU time moves less with other jobs' load than the wall time does)."""
+    t, c = time.perf_counter(), time.process_time()
     g = source.graph(rebuild=True)
-    return {"build_s": time.perf_counter() - t, "peak_rss_gib": peak_rss_gib(), "nodes": g.num_nodes,
-            "edges": g.num_edges, "candidates": len(g.candidate_ids)}
+    return {"build_s": time.perf_counter() - t, "build_cpu_s": time.process_time() - c, "peak_rss_gib": peak_rss_gib(),
+            "nodes": g.num_nodes, "edges": g.num_edges, "candidates": len(g.candidate_ids)}
+
+
+def phase_build_tables(d: Path) -> dict:
+    return _timed_build(job_source(d))
 
 
 def phase_build_stark(d: Path) -> dict:
     from ark.data.sources import StarkSource
 
-    t = time.perf_counter()
-    g = StarkSource("mag", root=d / "stark_root").graph(rebuild=True)
-    return {"build_s": time.perf_counter() - t, "peak_rss_gib": peak_rss_gib(), "nodes": g.num_nodes,
-            "edges": g.num_edges, "candidates": len(g.candidate_ids)}
+    return _timed_build(StarkSource("mag", root=d / "stark_root"))
 
 
 def phase_index(d: Path) -> dict:
@@ -330,10 +333,14 @@ def run(args) -> dict:
             shutil.rmtree(d, ignore_errors=True)
             out["write"] = write_inputs(d, args.scale, args.seed)
             print(f"inputs written: {json.dumps(out['write'])}", flush=True)
-        out["tables"] = _child("build-tables", d)
-        print(f"build from tables: {json.dumps(out['tables'])}", flush=True)
-        out["stark"] = _child("build-stark", d)
-        print(f"build from STaRK files: {json.dumps(out['stark'])}", flush=True)
+        out["tables"], out["stark"] = [], []
+        for _ in range(args.build_rounds):   # alternating, so both see the same machine load
+            out["tables"].append(_child("build-tables", d))
+            print(f"build from tables: {json.dumps(out['tables'][-1])}", flush=True)
+            out["stark"].append(_child("build-stark", d))
+            print(f"build from STaRK files: {json.dumps(out['stark'][-1])}", flush=True)
+        if args.builds_only:
+            return out
         out["index"] = _child("index", d)
         print(f"BM25 index: {json.dumps(out['index'])}", flush=True)
     out["cold"] = cold_starts(d, args.cold_runs, args.llm_latency)
@@ -376,20 +383,27 @@ def report(r: dict) -> None:
         return
     if "tables" in r:
         report_build(r)
-    report_cold(r["cold"])
+    if "cold" in r:
+        report_cold(r["cold"])
 
 
 def report_build(r: dict) -> None:
-    t, s = r["tables"], r["stark"]
+    ts, ss = r["tables"], r["stark"]
+    t0 = ts[0]
+    med = lambda rows, key: float(np.median([x[key] for x in rows]))  # noqa: E731
     print()
-    print(f"== bench_tables: scale {r['scale']}: {t['nodes']:,} nodes, {t['edges']:,} stored edges "
-          f"({t['candidates']:,} candidates)")
-    print(f"{'build':<28}{'time':>10}{'peak RSS':>12}")
-    print(f"{'from tables (parquet)':<28}{t['build_s']:>9.1f}s{t['peak_rss_gib']:>10.2f} GiB")
-    print(f"{'from STaRK files':<28}{s['build_s']:>9.1f}s{s['peak_rss_gib']:>10.2f} GiB")
-    print(f"tables / STaRK: time {t['build_s'] / s['build_s']:.2f}x, peak memory "
-          f"{t['peak_rss_gib'] / s['peak_rss_gib']:.2f}x")
-    print(f"BM25 index build (once): {r['index']['index_s']:.1f} s")
+    print(f"== bench_tables: scale {r['scale']}: {t0['nodes']:,} nodes, {t0['edges']:,} stored edges "
+          f"({t0['candidates']:,} candidates); medians of {len(ts)} alternating builds each")
+    print(f"{'build':<28}{'wall':>10}{'CPU':>10}{'peak RSS':>12}   wall of each build")
+    for label, rows in (("from tables (parquet)", ts), ("from STaRK files", ss)):
+        print(f"{label:<28}{med(rows, 'build_s'):>9.1f}s{med(rows, 'build_cpu_s'):>9.1f}s"
+              f"{med(rows, 'peak_rss_gib'):>10.2f} GiB   " + ", ".join(f"{x['build_s']:.1f}" for x in rows))
+    print(f"tables / STaRK: wall {med(ts, 'build_s') / med(ss, 'build_s'):.2f}x, CPU "
+          f"{med(ts, 'build_cpu_s') / med(ss, 'build_cpu_s'):.2f}x, peak memory "
+          f"{med(ts, 'peak_rss_gib') / med(ss, 'peak_rss_gib'):.2f}x; per round: "
+          + ", ".join(f"{a['build_s'] / b['build_s']:.2f}x" for a, b in zip(ts, ss)))
+    if "index" in r:
+        print(f"BM25 index build (once): {r['index']['index_s']:.1f} s")
 
 
 TARGET_S = 2.0
@@ -450,6 +464,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cold-runs", type=int, default=3, help="sweep jobs to time (default 3)")
     p.add_argument("--llm-latency", type=float, default=1.0,
                    help="seconds the scripted server waits before each reply in the last set of jobs (default 1)")
+    p.add_argument("--build-rounds", type=int, default=1,
+                   help="build from tables and from STaRK files this many times each, alternating (default 1)")
+    p.add_argument("--builds-only", action="store_true", help="only the two builds (no BM25 index, no cold starts)")
     p.add_argument("--vocab-only", action="store_true",
                    help="only time opening a BM25 vocabulary: bm25s' JSON vs the memory-mapped hash arrays")
     args = p.parse_args(argv)

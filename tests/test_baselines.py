@@ -89,3 +89,37 @@ def test_index_must_match_candidates():
     g = _with_candidates([0, 1])
     with pytest.raises(ValueError, match="2 candidates"):
         BM25Retriever(g, index=BM25Index.build(g.texts()))
+
+
+def test_retrieval_carries_the_bm25_scores():
+    g = toy_graph()
+    r = BM25Retriever(g)
+    out = asyncio.run(r.aretrieve("heart"))
+    _, scores = r.index.search("heart", 100)
+    assert out.ranking == r.retrieve("heart") and out.scores == scores.tolist()
+
+
+def test_dense_scores_equal_bm25s_own_full_scores():
+    r = BM25Retriever(toy_graph())
+    for query in ("heart rhythm", "collagen collagen skin", "the of", "zzz"):
+        assert r.index.dense_scores(query).tobytes() == np.asarray(r.index.full_scores(query), np.float32).tobytes()
+
+
+def test_stark_qa_ranking_keeps_zero_scores_and_fills_k():
+    """stark-qa's BM25.forward(query, k) returns k candidates whatever their scores: those matching the
+    query, then k - matches with score 0 (the paper ranking drops them, and stops at the matches)."""
+    g = toy_graph()
+    paper = BM25Retriever(g)
+    sq = BM25Retriever(g, top=8, ranking="stark_qa")
+    ids, scores = sq.retrieve_scored("fainting")
+    matched = paper.retrieve("fainting")
+    assert len(ids) == 8 and ids[:len(matched)] == matched and len(set(ids)) == 8
+    assert all(s > 0 for s in scores[:len(matched)]) and scores[len(matched):] == [0.0] * (8 - len(matched))
+    assert asyncio.run(sq.aretrieve("fainting")).scores == scores
+    # a query with no known word: k zero-scored candidates, as bm25s' top-k of all zeros
+    ids, scores = sq.stark_qa_forward("zzz", 3)
+    assert len(ids) == 3 and scores == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="between 1 and the number of candidates, 12"):
+        sq.stark_qa_forward("heart", 13)
+    with pytest.raises(ValueError, match="valid: paper, stark_qa"):
+        BM25Retriever(g, ranking="stark")

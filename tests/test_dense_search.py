@@ -251,6 +251,34 @@ def test_dense_and_hybrid_baselines_rank_candidates(graph, bm25, dense):
     assert h.retrieve("loose joints collagen") == want.tolist()
 
 
+def test_baseline_retrievals_carry_their_own_scores(graph, dense):
+    import asyncio
+
+    d = DenseRetriever(graph, dense, top=4)
+    got = asyncio.run(d.aretrieve("passing out"))
+    ids, sims = dense.search("passing out", 4)
+    assert got.ranking == ids.tolist() and got.scores == pytest.approx(sims.tolist())
+    h = HybridRetriever(BM25Retriever(graph), DenseRetriever(graph, dense), top=5)
+    fused = asyncio.run(h.aretrieve("loose joints collagen"))
+    assert fused.scores == pytest.approx(rrf([np.asarray(h.bm25.retrieve("loose joints collagen")),
+                                              np.asarray(h.dense.retrieve("loose joints collagen"))], 5)[1].tolist())
+    assert fused.scores == sorted(fused.scores, reverse=True)
+    with pytest.raises(ValueError, match="ranking='paper'"):
+        HybridRetriever(BM25Retriever(graph, ranking="stark_qa"), DenseRetriever(graph, dense))
+
+
+def test_dense_stark_qa_ranking_scores_every_candidate_like_vss(graph, dense):
+    """stark-qa's VSS scores every candidate; the stark_qa ranking does too, so nothing is left to the
+    bottom tie and a gold ranked below ``top`` keeps its true rank."""
+    d = DenseRetriever(graph, dense, top=2, ranking="stark_qa")
+    ids, sims = d.retrieve_scored("passing out")
+    assert sorted(ids) == graph.candidate_ids.tolist() and len(ids) == graph.num_nodes
+    assert sims == pytest.approx(dense.score("passing out", np.asarray(ids)).tolist())
+    assert ids[:2] == DenseRetriever(graph, dense, top=2).retrieve("passing out")
+    with pytest.raises(ValueError, match="valid: paper, stark_qa"):
+        DenseRetriever(graph, dense, ranking="all")
+
+
 def test_the_onnx_backend_names_its_packages_when_they_are_missing(monkeypatch):
     import importlib.util
 

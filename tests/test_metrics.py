@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from ark.eval.metrics import (CandidateSet, aggregate, bootstrap_ci, evaluate, parse_metric, scored_list, stark_evaluate,
-                         stark_scores, torchmetrics_semantics)
+from ark.eval.metrics import (CandidateSet, NaNScoreError, aggregate, authors_aggregate, authors_fuse, bootstrap_ci,
+                              authors_record_metrics, evaluate, parse_metric, scored_list, scored_list_and_scores, stark_evaluate, stark_scores,
+                              torchmetrics_semantics)
 
 ALL = ("hit@1", "hit@5", "recall@20", "recall@2", "mrr")
 
@@ -170,8 +171,11 @@ def test_stark_qa_mode_with_the_retrievers_own_scores():
     m17 = evaluate([5, 6], [6], cands, ("mrr",), mode="stark_qa", scores=[-0.1, -0.2], torchmetrics="1.7.0")
     m19 = evaluate([5, 6], [6], cands, ("mrr",), mode="stark_qa", scores=[-0.1, -0.2], torchmetrics="1.9")
     assert (m17, m19) == ({"mrr": 0.5}, {"mrr": 0.0})
-    with pytest.raises(ValueError, match="mode='stark_qa' only"):
-        evaluate([5], [5], cands, ("mrr",), scores=[1.0])
+    # paper mode ranks by the list's order; scores that disagree with it change nothing
+    assert evaluate([5, 6], [6], cands, ("mrr",), scores=[0.1, 0.9]) == evaluate([5, 6], [6], cands, ("mrr",)) \
+        == {"mrr": 0.5}
+    with pytest.raises(ValueError, match="1 scores for a ranking of 2 ids"):
+        evaluate([5, 6], [5], cands, ("mrr",), scores=[1.0])
 
 
 def test_torchmetrics_semantics_of_installed_versions():
@@ -192,3 +196,83 @@ def test_cut_top_first_lets_non_candidates_cost_slots_candidates_first_does_not(
     assert scored_list(fused, 3, None, "top_first") == scored_list(fused, 3, None, "candidates_first")
     with pytest.raises(ValueError, match="top_first, candidates_first"):
         scored_list(fused, 3, cands, "after")
+
+
+def test_scored_list_and_scores_cut_both_alike():
+    cands = [1, 2, 3, 4]
+    ids, scores = scored_list_and_scores([100, 1, 101, 2, 3], [9.0, 8.0, 7.0, 6.0, 5.0], 3, cands, "candidates_first")
+    assert (ids, scores) == ([1, 2, 3], [8.0, 6.0, 5.0])
+    ids, scores = scored_list_and_scores([100, 1, 101, 2, 3], [9.0, 8.0, 7.0, 6.0, 5.0], 3, cands, "top_first")
+    assert (ids, scores) == ([100, 1, 101], [9.0, 8.0, 7.0])
+    assert scored_list_and_scores([5, 6], None, 1) == ([5], None)
+    assert scored_list([5, 6, 7], None) == [5, 6, 7]   # top None cuts nothing
+    with pytest.raises(ValueError, match="2 scores for a ranking of 3 ids"):
+        scored_list_and_scores([5, 6, 7], [1.0, 2.0], 2)
+
+
+# ---------------------------------------------------------------------- NaN scores
+def test_evaluate_refuses_nan_scores_in_every_mode():
+    cands = np.arange(10)
+    for mode in ("paper", "stark_qa", "authors"):
+        with pytest.raises(NaNScoreError, match=r"score of node 6 \(position 1 of the ranking\) is NaN"):
+            evaluate([5, 6, 7], [6], cands, ("mrr",), mode=mode, scores=[0.9, float("nan"), 0.1])
+
+
+def test_stark_evaluate_fills_like_builtin_min_over_nan_scores():
+    """stark-qa's fill for unscored candidates is builtin ``min(pred) - 1``: a NaN that is not the first
+    score is skipped (the fill is 1.0 here, so node 1 at 2.0 ranks right after the NaN-scored node 0),
+    a NaN first score makes every unscored candidate NaN, which torch ranks above 2.0."""
+    cands = list(range(6))
+    nan = float("nan")
+    later = stark_evaluate(cands, {1: 2.0, 0: nan}, [1], ["mrr", "hit@1", "hit@2"], torchmetrics="1.7.0")
+    assert later == {"mrr": 0.5, "hit@1": 0.0, "hit@2": 1.0}
+    first = stark_evaluate(cands, {0: nan, 1: 2.0}, [1], ["mrr", "hit@5"], torchmetrics="1.7.0")
+    assert first == {"mrr": pytest.approx(1 / 6), "hit@5": 0.0}
+    # since torchmetrics 1.7.4 a NaN-scored gold is masked like one scored <= 0 (nan > 0 is False)
+    assert stark_evaluate(cands, {1: 2.0, 0: nan}, [0], ["mrr", "hit@1"], torchmetrics="1.9") == \
+        {"mrr": 0.0, "hit@1": 1.0}
+
+
+# ---------------------------------------------------------------------- the authors' protocol
+def test_authors_mode_scores_the_whole_list_without_candidate_filter():
+    cands = [1, 2, 3, 4]
+    fused = [100, 101] + list(range(200, 220)) + [3]   # gold 3 at rank 23, behind two non-candidates
+    authors = evaluate(fused, [3], cands, ("hit@1", "recall@20", "mrr"), mode="authors")
+    assert authors == {"hit@1": 0.0, "recall@20": 0.0, "mrr": pytest.approx(1 / 23)}
+    paper = evaluate(scored_list(fused, 20, cands), [3], cands, ("hit@1", "recall@20", "mrr"))
+    assert paper == {"hit@1": 0.0, "recall@20": 0.0, "mrr": 0.0}
+    # a non-candidate keeps its slot: gold 3 at rank 3 is MRR 1/3 (paper mode's filter gives 1)
+    assert evaluate([100, 101, 3], [3], cands, ("mrr",), mode="authors") == {"mrr": pytest.approx(1 / 3)}
+    assert evaluate([100, 101, 3], [3], cands, ("mrr",)) == {"mrr": 1.0}
+    # gold ids are not filtered either: a non-candidate gold stays in Recall's denominator
+    assert evaluate([3], [3, 100], cands, ("recall@20",), mode="authors") == {"recall@20": 0.5}
+    assert evaluate([3], [3, 100], cands, ("recall@20",)) == {"recall@20": 1.0}
+
+
+def test_authors_fuse_breaks_vote_ties_by_first_index_in_the_concatenation():
+    # votes: 1 and 3 have two each, 2 and 4 one each. By first index in L = [2,1,3] + [3,4,1]: 1 (1) before 3
+    # (2), 2 (0) before 4 (4); tie_break="list" puts 3 first (rank 0 in agent 2's list)
+    assert authors_fuse([[2, 1, 3], [3, 4, 1]]) == [1, 3, 2, 4]
+    from ark.fusion import fuse
+
+    assert fuse([[2, 1, 3], [3, 4, 1]]) == [3, 1, 2, 4]
+
+
+def test_authors_aggregate_leaves_failed_queries_out():
+    per = [{"hit@1": 1.0}, None, {"hit@1": 0.0}, None]
+    agg = authors_aggregate(per, n_boot=100)
+    assert agg["hit@1"]["mean"] == 0.5 and agg["hit@1"]["n"] == 2 and agg["hit@1"]["n_left_out"] == 2
+    # the runner's default counts them out of the mean too but calls the run incomplete; as misses: 0.25
+    assert aggregate([m or {"hit@1": 0.0} for m in per], n_boot=100)["hit@1"]["mean"] == 0.25
+
+
+def test_authors_record_metrics_rescore_a_run_record_without_the_cut():
+    # two agents; fused by votes then first index in the concatenation: 7 (2 votes), 1, 2, 3, ..., gold 40 last
+    rec = {"status": "ok", "gold": [40], "ranking": [7, 1, 2],
+           "agent_rankings": [[1, 7] + list(range(100, 120)), [7, 2, 40]]}
+    m = authors_record_metrics(rec, ("hit@1", "recall@20", "mrr"))
+    assert m == {"hit@1": 0.0, "recall@20": 0.0, "mrr": pytest.approx(1 / 24)}   # 7, 1, 100..119, 2, 40
+    assert authors_record_metrics({**rec, "status": "failed"}) is None
+    # a baseline's record: its one list as it is
+    assert authors_record_metrics({"status": "ok", "gold": [5], "ranking": [4, 5], "agent_rankings": [[4, 5]]},
+                                  ("mrr",)) == {"mrr": 0.5}

@@ -110,3 +110,20 @@ def test_edges_option_reaches_the_graph_from_hydra_and_has_its_own_cache(root, m
     assert reads == ["amazon", "amazon"]                                   # the stark cache is reused
     with pytest.raises(Exception, match="valid: stored, stark"):
         instantiate(compose(["graph=amazon", "graph.edges=both"]).graph)
+
+
+def test_a_new_stark_edges_rule_rebuilds_only_the_stark_cache(root, monkeypatch):
+    """A graph merged by an older `stark_undirected` (a revision before STARK_EDGES_REVISION) is not
+    reused: the edges="stark" cache key carries the revision; the stored graph's key does not."""
+    from ark.data import stark
+
+    reads = _count_reads(monkeypatch)
+    StarkSource("amazon", root, edges="stark").graph()
+    StarkSource("amazon", root).graph()
+    before = reads[:]
+    stored_key = StarkSource("amazon", root).input_fingerprint()
+    monkeypatch.setattr(stark, "STARK_EDGES_REVISION", stark.STARK_EDGES_REVISION + 1)
+    assert StarkSource("amazon", root).input_fingerprint() == stored_key
+    StarkSource("amazon", root, edges="stark").graph()
+    StarkSource("amazon", root).graph()
+    assert reads == before + ["amazon"]                    # the stark graph read again, the stored one not

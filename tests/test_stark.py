@@ -188,8 +188,13 @@ def test_stark_undirected_floors_the_mean_type_of_each_ordered_pair():
     got = sorted(zip(src.tolist(), dst.tolist(), rel.tolist()))
     # (0,1): types 0 and 1 -> 0; (2,3): 5; (0,4): 0 -1-> 4 and 4 -2-> 0 -> floor(1.5) = 1
     assert got == [(0, 1, 0), (0, 4, 1), (1, 0, 0), (2, 3, 5), (3, 2, 5), (4, 0, 1)]
-    same = (np.array([0, 1, 0]), np.array([1, 0, 1]), np.array([2, 3, 3]))   # symmetric pairs: untouched
+    same = (np.array([0, 1, 0, 1]), np.array([1, 0, 1, 0]), np.array([2, 3, 3, 2]))   # symmetric: untouched
     assert [a.tolist() for a in stark.stark_undirected(*same, 2)] == [a.tolist() for a in same]
+    # every pair stored both ways, but (0, 1) twice and (1, 0) once: not symmetric as a multiset (torch
+    # geometric's is_undirected), so merged; types 2, 3, 3 in both directions -> floor(8/3) = 2 each way
+    unbalanced = (np.array([0, 1, 0]), np.array([1, 0, 1]), np.array([2, 3, 3]))
+    got = stark.stark_undirected(*unbalanced, 2)
+    assert sorted(zip(*(a.tolist() for a in got))) == [(0, 1, 2), (1, 0, 2)]
     with pytest.raises(ValueError, match="valid: stored, stark"):
         stark.read_graph("prime", "nowhere", edges="undirected")
 

@@ -205,6 +205,44 @@ def test_bad_input_is_one_line_naming_file_row_and_column(kg, tmp_path, kind):
         assert not (tmp_path / "data" / "cache").exists() or not any((tmp_path / "data" / "cache").iterdir())
 
 
+def _parquet_edges(folder, column, values):
+    """edges.jsonl rewritten as edges.parquet (plain string ids, as pyarrow writes them) with ``values``
+    placed in ``column`` from row 0 on."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    df = _edges(folder)
+    for i, v in enumerate(values):
+        df.loc[i, column] = v
+    (folder / "edges.jsonl").unlink()
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), folder / "edges.parquet", row_group_size=10)
+
+
+@pytest.mark.parametrize("values, pattern", [
+    ([None], r"edges\.parquet: row 1, column 'src': missing id"),
+    (["A1", "P99", "  "], r"edges\.parquet: row 3, column 'src': empty id"),            # empty beats unknown
+    (["A1", "P99", "P98"], r"edges\.parquet: row 2, column 'src': edge endpoint 'P99' is not a node id \(2 such rows\)"),
+])
+def test_parquet_edge_endpoints_are_checked_as_before(kg, tmp_path, values, pattern):
+    """String endpoint ids read from Parquet (several row groups) go through the node ids' hash table;
+    a bad one is the same one line as from any other file."""
+    _parquet_edges(kg, "src", values)
+    with pytest.raises(TablesError, match=pattern) as err:
+        source(kg, tmp_path).graph()
+    assert "\n" not in str(err.value)
+
+
+def test_parquet_edges_give_the_same_graph_as_jsonl(kg, tmp_path):
+    want = source(kg, tmp_path).graph(rebuild=True)
+    _parquet_edges(kg, "src", [])
+    got = source(kg, tmp_path).graph(rebuild=True)
+    assert (got.relation_names, got.num_edges, list(got.texts())) == (want.relation_names, want.num_edges, list(want.texts()))
+    for v in range(want.num_nodes):
+        a, b = want.neighbors(v), got.neighbors(v)
+        assert (a.nodes.tolist(), a.relations.tolist(), a.outgoing.tolist()) == \
+            (b.nodes.tolist(), b.relations.tolist(), b.outgoing.tolist())
+
+
 def test_bad_input_leaves_the_previous_cache_intact(kg, tmp_path):
     good = source(kg, tmp_path).graph()
     _break("duplicate id", kg)

@@ -172,7 +172,9 @@ class StarkSource(GraphSource):
         """The input fingerprint, told apart by the edge semantics (stored keeps the plain one)."""
         if self.edges == "stored":
             return fingerprint
-        return hashlib.sha256(f"{fingerprint}:edges={self.edges}".encode()).hexdigest()[:16]
+        from ark.data.stark import STARK_EDGES_REVISION
+
+        return hashlib.sha256(f"{fingerprint}:edges={self.edges}:{STARK_EDGES_REVISION}".encode()).hexdigest()[:16]
 
     def describe(self) -> dict:
         return {**super().describe(), "edges": self.edges}

@@ -60,6 +60,10 @@ SPLITS = ("train", "val", "test", "test-0.1")
 HUMAN_SPLIT = "human_generated_eval"
 DEFAULT_ROOT = Path("data/stark")
 EDGES = ("stored", "stark")  # read_graph's edge semantics: as stored, or stark-qa's SKB (see the docstring)
+# Revision of `stark_undirected`, part of an edges="stark" graph's cache key: 2 decides "already undirected"
+# on multisets of pairs as torch-geometric's is_undirected does (1 compared sets, and kept some graphs
+# stark-qa merges).
+STARK_EDGES_REVISION = 2
 
 AMAZON_META_LINKS = "brand-category-color"  # stark-qa's default meta_link_types, joined by "-"
 AMAZON_MAX_ENTRIES = 25  # stark-qa's AmazonSKB max_entries: it prints entries 0..max_entries+1 (27)
@@ -558,11 +562,15 @@ def stark_undirected(src: np.ndarray, dst: np.ndarray, rel: np.ndarray, num_node
     reduce='mean')`` then ``.long()``: every ordered pair (a, b) linked by stored edges in either
     direction becomes one edge a -> b, and one b -> a, whose type is the floored mean of the type ids
     of all stored edges between a and b (each counted once per direction it is listed in, i.e. twice).
-    Symmetric input comes back unchanged, duplicates included."""
+    Symmetric input comes back unchanged, duplicates included.
+
+    "Symmetric" is ``is_undirected``'s test: the rows sorted by (src, dst) equal the rows sorted by
+    (dst, src) with the two columns swapped, i.e. the *multiset* of pairs equals that of the reversed
+    pairs. Every pair stored both ways is not enough: (a, b) listed twice and (b, a) once is merged."""
     src, dst, rel = (np.asarray(a, dtype=np.int64) for a in (src, dst, rel))
     n = max(int(num_nodes), 1)
     key, rkey = src * n + dst, dst * n + src
-    if np.array_equal(np.unique(key), np.unique(rkey)):
+    if np.array_equal(np.sort(key), np.sort(rkey)):
         return src, dst, rel
     both = np.concatenate([key, rkey])
     pairs, inverse = np.unique(both, return_inverse=True)

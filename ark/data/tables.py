@@ -126,7 +126,7 @@ def read_table(path: Path | str, required: Sequence[str], id_columns: Sequence[s
             schema = pq.read_schema(path)
             as_dict = [c for c in dictionary if c in schema.names
                        and (pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type))]
-            table = pq.read_table(path, read_dictionary=as_dict)
+            table = pq.read_table(path, read_dictionary=as_dict, memory_map=True)
         elif fmt == "csv":
             import pyarrow.csv as pacsv
 
@@ -290,22 +290,22 @@ def _dictionary(arr, path: Path, column: str, what: str) -> pa.DictionaryArray:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.unify_dictionaries().combine_chunks() if arr.num_chunks else pa.array([], arr.type)
     values = arr.dictionary.cast(pa.large_string())
-    indices = arr.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    indices = arr.indices.to_numpy(zero_copy_only=False)   # as stored (int32 or narrower), no copy
     # the values in use, in dictionary order, and each row's position among them (what np.unique with
     # return_inverse gives, in one counting pass instead of a sort of every row)
     used = np.flatnonzero(np.bincount(indices, minlength=len(values)))
     if len(used) == len(values):
         codes = indices
     else:
-        remap = np.zeros(len(values), dtype=np.int64)
-        remap[used] = np.arange(len(used))
+        remap = np.zeros(len(values), dtype=np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
         codes = remap[indices]
         values = values.take(pa.array(used))
     empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(values)), 0)
     if pc.any(empty).as_py():
         code = int(pc.index(empty, True).as_py())
         raise TablesError(f"{_where(path, int(np.flatnonzero(codes == code)[0]), column)}: empty {what}")
-    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), values)
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32, copy=False)), values)
 
 
 def _texts(table: pa.Table, column: str, path: Path, what: str, allow_empty: bool = False,
@@ -352,6 +352,56 @@ def _check_unique(ids: pa.Array, path: Path, what: str) -> None:
     row = int(np.flatnonzero(series.duplicated(keep="first").to_numpy())[0])
     first = values.index(values[row])
     raise TablesError(f"{_where(path, row, 'id')}: duplicate {what} id {_shown(values[row])} (first at row {first + 1})")
+
+
+def _may_have_string_ids(path: Path) -> bool:
+    """False only for a Parquet node table whose ``id`` column is stored as integers."""
+    if FORMATS.get(path.suffix.lower()) != "parquet":
+        return True
+    try:
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(path)
+        return "id" not in schema.names or not pa.types.is_integer(schema.field("id").type)
+    except Exception:   # an unreadable file is reported by read_table
+        return True
+
+
+def _warm_string_ids() -> None:
+    """Import `ark.data.string_ids` and run its kernels once on a one-id table (loads numba's cache)."""
+    from ark.data.string_ids import StringIndex
+
+    StringIndex(pa.array(["x"])).lookup(pa.array(["x"]), threads=1)
+
+
+def _unique_index(ids: pa.Array, path: Path, what: str):
+    """A `StringIndex` of string ids, refusing a duplicate as `_check_unique` does (same line)."""
+    from ark.data.string_ids import StringIndex
+
+    index = StringIndex(ids)
+    row = index.first_duplicate
+    if row is not None:
+        value = ids[row].as_py()
+        first = int(index.lookup(pa.array([value], ids.type))[0])
+        raise TablesError(f"{_where(path, row, 'id')}: duplicate {what} id {value!r} (first at row {first + 1})")
+    return index
+
+
+def _endpoints(values, index, path: Path, column: str) -> np.ndarray:
+    """Node positions of a plain string column of edge endpoints (a ChunkedArray, no nulls), resolved
+    chunk by chunk through the node ids' `StringIndex`; a miss is refused as `_ids` and `_lookup` refuse
+    it: the first empty id if there is one, else the first id that is not a node id."""
+    pos = index.lookup(values)
+    miss = np.flatnonzero(pos < 0)
+    if len(miss):
+        missed = values.take(pa.array(miss)).cast(pa.large_string())
+        empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(missed)), 0)
+        if pc.any(empty).as_py():
+            raise TablesError(f"{_where(path, int(miss[pc.index(empty, True).as_py()]), column)}: empty id")
+        row, n = int(miss[0]), len(miss)
+        raise TablesError(f"{_where(path, row, column)}: edge endpoint {missed[0].as_py()!r} is not a node id "
+                          f"({n} such row{'s' if n > 1 else ''})")
+    return pos
 
 
 def _lookup(node_ids: pa.Array, values: pa.Array, path: Path, column: str, what: str) -> np.ndarray:
@@ -547,12 +597,30 @@ class TablesSource(GraphSource):
 
     # ------------------------------------------------------------------ graph
     def build(self) -> KnowledgeGraph:
+        from concurrent.futures import ThreadPoolExecutor
+
         npath, epath = self.nodes_path, self.edges_path
+        # the edge table is read on a second thread while the nodes are checked and their documents made
+        # (pyarrow reads without the GIL), and the string-id kernels are loaded on a third (numba's import and
+        # first call cost about a second); a bad node table is still reported first
+        pool = ThreadPoolExecutor(2)
+        try:
+            edges_read = pool.submit(read_table, epath, EDGE_COLUMNS, ("src", "dst"), dictionary=("relation",))
+            if _may_have_string_ids(npath):
+                pool.submit(_warm_string_ids)
+            return self._build(npath, epath, edges_read)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _build(self, npath: Path, epath: Path, edges_read) -> KnowledgeGraph:
         nodes = read_table(npath, NODE_COLUMNS, ("id",))
         if nodes.num_rows == 0:
             raise TablesError(f"{npath}: no nodes (the table has a header and no rows)")
         node_ids, kind = _ids(nodes, "id", npath)
-        _check_unique(node_ids, npath, "node")
+        if kind == "str":  # one hash table of the node ids: the duplicate check, then every endpoint lookup
+            index = _unique_index(node_ids, npath, "node")
+        else:
+            _check_unique(node_ids, npath, "node")
         types = _texts(nodes, "type", npath, "type")
         names = _texts(nodes, "name", npath, "name", allow_empty=True, allow_null=True)
         texts = _texts(nodes, "text", npath, "text", allow_empty=True, allow_null=True)   # a name is enough
@@ -560,9 +628,19 @@ class TablesSource(GraphSource):
         docs = documents(nodes, names, types, texts, self.template, npath)
         del nodes, texts
 
-        edges = read_table(epath, EDGE_COLUMNS, ("src", "dst"), dictionary=("src", "dst", "relation"))
+        # endpoint ids read as plain strings: a dictionary read rebuilds a dictionary for every row group
+        # (a MAG-size edge table has more distinct ids per row group than Parquet's dictionary page holds)
+        edges = edges_read.result()
+        plain = FORMATS.get(epath.suffix.lower()) != "csv"   # CSV decides integer ids by their text (`_ids`)
         endpoints, identity = [], None
         for column in ("src", "dst"):
+            values = edges.column(column)
+            if kind == "str" and plain and (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+                row = _first_null(values)
+                if row is not None:
+                    raise TablesError(f"{_where(epath, row, column)}: missing id")
+                endpoints.append(_endpoints(values, index, epath, column))
+                continue
             values, ekind = _ids(edges, column, epath)
             if not len(values):     # a header and no rows: no edges, whatever the column's type
                 values, ekind = pa.array([], pa.int64() if kind == "int" else pa.large_string()), kind

@@ -1,6 +1,7 @@
 """Retrieval metrics with STaRK's definitions: Hit@k, Recall@k, MRR, and bootstrap confidence intervals.
 
-Owns the numbers in Table 1. Two ways to score one ranked list, both documented here:
+Owns the numbers in Table 1. Three ways (``mode``; a run's ``metrics_mode`` is one of the first two so
+far) to score one ranked list, all documented here:
 
 ``mode="paper"`` (default; how the ARK paper scores, appendix "Implementation Details")
     The retriever's ranked list *is* the ranking. ARK's fused list is truncated to the top 20 by the
@@ -22,17 +23,37 @@ Owns the numbers in Table 1. Two ways to score one ranked list, both documented 
     vector over *all* candidates and gives every unscored candidate ``min(score) - 1``, one big tie
     at the bottom that torch orders however its ``argsort``/``topk`` order ties; we make the same
     torch calls on the same tensors, so the tie comes out the same. The list's scores are
-    `stark_scores` (``len - position + 1``, all > 0) unless the caller passes the retriever's own.
+    `stark_scores` (``len - position + 1``, all > 0) unless the caller passes the retriever's own
+    (``Retrieval.scores`` of the baselines; `scored_list_and_scores` cuts both alike). To reproduce a
+    stark-qa baseline's numbers the list must be the one stark-qa's model returns, e.g.
+    `ark.baselines.BM25Retriever.stark_qa_forward` (its top k with zero scores kept, chosen as bm25s
+    chooses them).
     ``torchmetrics`` names the ranking semantics: ``"1.7.0"`` (before PR #3104) or ``"1.9"`` (since
     1.7.4: MRR and Recall's numerator ignore gold with score <= 0; hit rate and Recall's denominator
-    do not). With positive scores the two agree; with cosine similarities, log-probabilities or
-    negative ranks "1.9" gives MRR and Recall 0 where "1.7.0" does not. On a ranking that scores every
+    do not). With `stark_scores` (all >= 2) the two agree; with a retriever's own scores they differ
+    wherever a gold node's score, or the bottom tie's ``min - 1``, is <= 0 (BM25's zeros and scores
+    below 1, cosine similarities, log-probabilities, negative ranks), where "1.9" gives MRR and Recall
+    0 and "1.7.0" does not. On a ranking that scores every
     candidate the two modes agree exactly. On a truncated list they differ wherever the tie matters:
     MRR gets a positive reciprocal rank for a gold node outside the list (somewhere inside the tie,
     1/(len+1) at most), and Hit@k/Recall@k for k > len(list) can count gold nodes from the tie.
 
+``mode="authors"`` (the ARK authors' own evaluation code, as its published copies are described)
+    The whole fused list is scored as it is: no cut to 20 and no candidate filter, on either the
+    list or the gold ids (a non-candidate an agent selected keeps its position; MRR is 1/rank of the
+    first gold anywhere in the list, Hit@k and Recall@k read its first k entries). The fusion is
+    `ark.fusion.fuse` with ``tie_break="concat"`` (`authors_fuse`), and `authors_aggregate` averages
+    over the queries that did not fail (a failed query is left out, not scored as a miss). What could
+    and could not be checked of that description is in README's metrics section.
+
+NaN scores. `stark_evaluate` reproduces stark-qa exactly: its fill value is Python's builtin
+``min(pred) - 1`` over the score tensor, which skips a NaN unless it is the first score (then every
+unscored candidate gets NaN), and torch orders NaN above every number. `evaluate` (every mode)
+refuses a NaN score with `NaNScoreError` (one line naming the node and its position): a NaN means the
+retriever's own ranking is undefined, and no mode should turn it into a number.
+
 Ids above ``max(candidate_ids)``: stark-qa's Evaluator raises IndexError on them, and so does
-`stark_evaluate`. `evaluate` (both modes) drops them instead, like any other non-candidate: a
+`stark_evaluate`. `evaluate` (every mode) drops them instead, like any other non-candidate: a
 retriever's list may hold any graph node (a MAG author, an AMAZON brand), and STaRK's own retrievers
 only ever score candidates, so the case never arises on their side.
 
@@ -42,6 +63,7 @@ Usage::
     m = evaluate([12, 7, 3], gold=[7], candidate_ids=graph.candidate_ids)   # {"hit@1": 0.0, ..., "mrr": 0.5}
     stark_evaluate(candidate_ids, {12: 0.9, 7: 0.4}, [7], ["mrr", "hit@1"], torchmetrics="1.9")  # stark-qa's call
     summary = aggregate([m, ...])       # {"hit@1": {"mean", "ci_low", "ci_high"}, ...}
+    authors_aggregate([m, None, ...])   # the authors' average: None (a failed query) left out
 """
 
 from __future__ import annotations
@@ -58,12 +80,19 @@ import numpy as np
 TORCHMETRICS: tuple[str, ...] = ("1.7.0", "1.9")
 DEFAULT_TORCHMETRICS = "1.9"
 DEFAULT_METRICS: tuple[str, ...] = ("hit@1", "hit@5", "recall@20", "mrr")
-MODES: tuple[str, ...] = ("paper", "stark_qa")
+MODES: tuple[str, ...] = ("paper", "stark_qa")   # what a run's metrics_mode may be today
+# every mode `evaluate` knows: "authors" also needs the runner to keep the whole fused list (no cut, no
+# candidate filter, tie_break="concat") and `authors_aggregate`, so runs accept it once they do that
+ALL_MODES: tuple[str, ...] = MODES + ("authors",)
 # How a retriever's list becomes the scored list: cut to `top` and then drop non-candidates (the paper's
 # "aggregated ranking is truncated to the top 20", then STaRK's evaluator ignores non-candidates), or drop
 # non-candidates first so a selected author/brand does not cost a slot.
 CUTS: tuple[str, ...] = ("top_first", "candidates_first")
 _KINDS: tuple[str, ...] = ("hit@k", "recall@k", "mrr")
+
+
+class NaNScoreError(ValueError):
+    """A retriever gave a NaN score: its ranking is undefined, so `evaluate` refuses to score it."""
 
 
 @dataclass(frozen=True)
@@ -115,17 +144,45 @@ def as_candidates(candidate_ids) -> CandidateSet | None:
     return CandidateSet(candidate_ids)
 
 
-def scored_list(ranking: Sequence[int], top: int, candidate_ids=None, cut: str = "top_first") -> list[int]:
+def scored_list(ranking: Sequence[int], top: int | None, candidate_ids=None, cut: str = "top_first") -> list[int]:
     """The list that gets scored: ``ranking`` cut to ``top`` entries, then stripped of non-candidates
     (``cut="top_first"``, the paper's order), or stripped first and then cut (``"candidates_first"``).
-    With ``candidate_ids`` None every id is a candidate and the two orders agree."""
+    With ``candidate_ids`` None every id is a candidate and the two orders agree; ``top`` None (the
+    authors' protocol) cuts nothing."""
+    return scored_list_and_scores(ranking, None, top, candidate_ids, cut)[0]
+
+
+def scored_list_and_scores(ranking: Sequence[int], scores: Sequence[float] | None, top: int | None,
+                           candidate_ids=None, cut: str = "top_first") -> tuple[list[int], list[float] | None]:
+    """`scored_list` of ``ranking`` and the same entries of ``scores`` (the retriever's own score of each
+    ranked id, e.g. ``Retrieval.scores``; None passes through). ``top`` None keeps every entry."""
     if cut not in CUTS:
         raise ValueError(f"unknown cut {cut!r}; valid: {', '.join(CUTS)}")
     ids = [int(i) for i in ranking]
+    if scores is not None and len(scores) != len(ids):
+        raise ValueError(f"{len(scores)} scores for a ranking of {len(ids)} ids")
+    vals = None if scores is None else [float(s) for s in scores]
     cands = as_candidates(candidate_ids)
     if cut == "candidates_first" and cands is not None:
-        ids = cands.filter(ids)
-    return ids[:top]
+        keep = [pos for pos, i in enumerate(ids) if i in cands]
+        ids = [ids[p] for p in keep]
+        vals = None if vals is None else [vals[p] for p in keep]
+    end = len(ids) if top is None else top
+    return ids[:end], (None if vals is None else vals[:end])
+
+
+def check_scores(ranking: Sequence[int], scores: Sequence[float] | None) -> list[float] | None:
+    """``scores`` as floats, one per ranked id; `NaNScoreError` names the first NaN (node and position)."""
+    if scores is None:
+        return None
+    if len(scores) != len(ranking):
+        raise ValueError(f"{len(scores)} scores for a ranking of {len(ranking)} ids")
+    vals = [float(s) for s in scores]
+    for pos, v in enumerate(vals):
+        if v != v:
+            raise NaNScoreError(f"score of node {int(ranking[pos])} (position {pos} of the ranking) is NaN; "
+                                "scores must be numbers (a NaN leaves the retriever's ranking undefined)")
+    return vals
 
 
 def _ratio(num: int, den: int) -> float:
@@ -141,21 +198,23 @@ def evaluate(ranking: Sequence[int], gold: Iterable[int], candidate_ids=None,
     ranking: node ids, best first, already truncated the way the method reports it (the runner cuts
     ARK's fused list to 20 and baselines to 100). candidate_ids: the graph's STaRK candidates (an array,
     or a prepared ``CandidateSet`` when scoring many queries); None means every id is a candidate.
-    mode: "paper" or "stark_qa" (see the module docstring). scores (stark_qa mode only): the
-    retriever's score of each listed id, given to stark-qa's evaluator instead of `stark_scores`;
-    torchmetrics: which torchmetrics behaviour ranks them (`TORCHMETRICS`).
+    mode: "paper", "stark_qa" or "authors" (see the module docstring). scores: the retriever's score
+    of each listed id (``Retrieval.scores``); stark_qa mode gives them to stark-qa's evaluator instead
+    of `stark_scores`, the other modes rank by list order and only check them. A NaN score raises
+    `NaNScoreError` in every mode. torchmetrics: which torchmetrics behaviour ranks them (`TORCHMETRICS`).
     """
-    if mode not in MODES:
-        raise ValueError(f"unknown metrics mode {mode!r}; valid: {', '.join(MODES)}")
+    if mode not in ALL_MODES:
+        raise ValueError(f"unknown metrics mode {mode!r}; valid: {', '.join(ALL_MODES)}")
     _check_torchmetrics(torchmetrics)
-    if scores is not None and mode != "stark_qa":
-        raise ValueError("scores are used by mode='stark_qa' only (mode='paper' scores the list's order)")
+    scores = check_scores(ranking, scores)
     specs = [parse_metric(m) for m in metrics]
     cands = as_candidates(candidate_ids)
     if mode == "stark_qa":
         if cands is None:
             raise ValueError("mode='stark_qa' needs candidate_ids (it spreads scores over all candidates)")
         return _evaluate_stark_qa(ranking, gold, cands, specs, scores, torchmetrics)
+    if mode == "authors":
+        cands = None   # the authors' code scores the fused list and the gold ids as they are
 
     if cands is not None:
         ranked = cands.filter(ranking)
@@ -216,7 +275,8 @@ def stark_evaluate(candidate_ids: Sequence[int], scores: Mapping[int, float], an
     and Recall ignore gold whose score is <= 0).
 
     scores: node id -> score, as a retriever's ``forward`` returns it; every candidate it leaves out
-    gets ``min(score) - 1`` (one tie at the bottom, ordered the way torch orders ties). answer_ids: the
+    gets ``min(score) - 1`` (one tie at the bottom, ordered the way torch orders ties; NaN scores as
+    stark-qa treats them, see `_stark_fill`). answer_ids: the
     gold ids (a list or a LongTensor). Metrics: ``mrr``, ``hit@k``, ``recall@k``. Like stark-qa, an id
     (scored or gold) above ``max(candidate_ids)`` raises IndexError, here with a message naming it; a
     negative id, which stark-qa's tensor indexing would silently read from the end, raises ValueError.
@@ -242,12 +302,24 @@ def stark_evaluate(candidate_ids: Sequence[int], scores: Mapping[int, float], an
             raise IndexError(f"{what} {int(group.max())} is above the largest candidate id {size - 1}; "
                              "stark-qa's Evaluator raises IndexError here too (drop non-candidate ids first)")
     pred = torch.tensor([float(v) for v in scores.values()], dtype=torch.float)
-    all_pred = torch.full((size,), float(pred.min() - 1), dtype=torch.float)
+    all_pred = torch.full((size,), _stark_fill(pred), dtype=torch.float)
     all_pred[torch.from_numpy(ids)] = pred
     cand_t = torch.from_numpy(cand)
     target = torch.zeros(size, dtype=torch.bool)
     target[torch.from_numpy(gold)] = True
     return _ranked_metrics(all_pred[cand_t], target[cand_t], specs, torchmetrics)
+
+
+def _stark_fill(pred) -> float:
+    """stark-qa's value for unscored candidates: ``min(pred) - 1`` with Python's builtin ``min`` over the
+    float32 score tensor. Builtin ``min`` keeps its first element unless a later one compares smaller, and
+    nothing compares smaller than NaN nor is NaN smaller than anything: a NaN first score makes the fill
+    NaN, a NaN later one is skipped. (``pred.min()`` would propagate any NaN.)"""
+    import torch
+
+    if bool(torch.isnan(pred[0])):
+        return float("nan")
+    return float(pred[~torch.isnan(pred)].min() - 1)
 
 
 def _ranked_metrics(preds, target, specs: list[MetricSpec], torchmetrics: str) -> dict[str, float]:
@@ -285,8 +357,6 @@ def _evaluate_stark_qa(ranking, gold, cands: CandidateSet, specs: list[MetricSpe
     if scores is None:
         scored = stark_scores(ranking)
     else:
-        if len(scores) != len(ranking):
-            raise ValueError(f"{len(scores)} scores for a ranking of {len(ranking)} ids")
         scored = {}
         for node, s in zip(ranking, scores):
             scored.setdefault(int(node), float(s))
@@ -296,6 +366,37 @@ def _evaluate_stark_qa(ranking, gold, cands: CandidateSet, specs: list[MetricSpe
     if not scored:  # an empty list (stark-qa fails on min() of no scores): not retrieved, 0 everywhere
         return {spec.name: 0.0 for spec in specs}
     return stark_evaluate(cands.ids, scored, gold_ids, [s.name for s in specs], torchmetrics)
+
+
+def authors_fuse(agent_rankings: Sequence[Sequence[int]]) -> list[int]:
+    """The fused list the authors' evaluation scores: `ark.fusion.fuse` by votes, ties broken by the first
+    index in the concatenated agent lists (``tie_break="concat"``), nothing cut."""
+    from ark.fusion import fuse
+
+    return fuse(agent_rankings, top=None, tie_break="concat")
+
+
+def authors_record_metrics(record: Mapping, metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, float] | None:
+    """The authors' protocol on one query's record as the runner writes it (``predictions.jsonl``:
+    ``status``, ``gold``, ``agent_rankings``, ``ranking``): the agents' own lists fused again with
+    `authors_fuse`, uncut (a baseline's one list is its ranking), scored with ``mode="authors"``; None
+    for a failed query, which `authors_aggregate` leaves out. No LLM call: any finished run can be
+    rescored this way."""
+    if record.get("status") == "failed":
+        return None
+    lists = record.get("agent_rankings") or ([record["ranking"]] if record.get("ranking") else [])
+    return evaluate(authors_fuse(lists), record.get("gold", []), None, metrics, mode="authors")
+
+
+def authors_aggregate(per_query: Sequence[Mapping[str, float] | None], n_boot: int = 1000, seed: int = 0,
+                      alpha: float = 0.05) -> dict[str, dict[str, float]]:
+    """`aggregate` the authors' way: a failed query (None) is left out of the average instead of being
+    retried or scored as a miss. Each metric also carries ``n_left_out``, the number of queries left out."""
+    kept = [m for m in per_query if m is not None]
+    out = aggregate(kept, n_boot=n_boot, seed=seed, alpha=alpha)
+    for entry in out.values():
+        entry["n_left_out"] = len(per_query) - len(kept)
+    return out
 
 
 def bootstrap_ci(values: Sequence[float] | np.ndarray, n_boot: int = 1000, alpha: float = 0.05,

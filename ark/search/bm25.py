@@ -309,6 +309,17 @@ def _subset_kernel(data, indices, indptr, qtok, sorted_ids, pos, scan_ratio):
 
 
 @njit(cache=True, nogil=True)
+def _dense_kernel(data, indices, indptr, qtok, num_docs):
+    """Scores of every document, summed per query token in query order (bm25s' own order, so the
+    float32 sums are bm25s' ``get_scores_from_ids`` bit for bit)."""
+    scores = np.zeros(num_docs, dtype=np.float32)
+    for t in qtok:
+        for j in range(indptr[t], indptr[t + 1]):
+            scores[indices[j]] += data[j]
+    return scores
+
+
+@njit(cache=True, nogil=True)
 def _is_sorted(a):
     for i in range(1, len(a)):
         if a[i] < a[i - 1]:
@@ -487,6 +498,11 @@ class BM25Index:
         pos = np.zeros(1, dtype=np.int32)
         _subset_kernel(self._data, self._indices, self._indptr, no_tokens, no_tokens, pos, SCAN_RATIO)
         _is_sorted(no_tokens)
+
+    def dense_scores(self, query: str) -> np.ndarray:
+        """Scores (float32) of every document, zeros included, equal to bm25s' own `full_scores`."""
+        qtok = self.token_ids(query)
+        return _dense_kernel(self._data, self._indices, self._indptr, qtok, self.num_docs)
 
     def full_scores(self, query: str) -> np.ndarray:
         """Scores of every document (bm25s' own dense computation); for tests and checks."""

@@ -11,18 +11,34 @@
   (default 100, at least k); a node BM25 does not match (score 0) gets nothing from the lexical side.
 
 `GlobalSearch` holds the BM25 index and, for dense or hybrid, a `DenseSearch` (encoder + vector index
-over the cached node embeddings); asking for dense or hybrid without one is an error naming the fix.
+over the cached node embeddings); asking for dense or hybrid without one is an error naming the fix. A
+hybrid search runs its BM25 side on a worker thread while the calling thread encodes the query and
+searches the vectors (both release the GIL), so its latency is the slower side's, not their sum.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from ark.search.rank_fusion import FUSIONS, RRF_K, rrf, rrf_scores, weighted
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _lexical_pool() -> ThreadPoolExecutor:
+    """The worker threads hybrid searches run their BM25 side on (one pool per process, made on first use)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1), thread_name_prefix="ark-bm25")
+        return _POOL
 
 MODES = ("lexical", "dense", "hybrid")
 NEIGHBOR_RANKS = ("bm25", "dense", "hybrid")
@@ -110,10 +126,11 @@ class GlobalSearch:
             ids, sims = self.dense.search(query, k, types)
             return ids, sims, self.dense.index.count(types)
         depth = max(k, c.depth)
-        lex_ids, lex_scores, _ = self.bm25.search_with_total(query, depth, mask)
+        lexical = _lexical_pool().submit(self.bm25.search_with_total, query, depth, mask)
+        d_ids, d_sims = self.dense.search(query, depth, types)
+        lex_ids, lex_scores, _ = lexical.result()
         keep = lex_scores > 0
         lex_ids, lex_scores = lex_ids[keep], lex_scores[keep]
-        d_ids, d_sims = self.dense.search(query, depth, types)
         if c.fusion == "rrf":
             ids, scores = rrf([lex_ids, d_ids], k, c.rrf_k)
         else:

@@ -15,6 +15,15 @@
   pass), and filters by node type the same way.
 
 ``score(q, ids)`` gives exact similarities of given nodes (neighbor ranking).
+
+Memory: one copy of the vectors. The flat index reads the node embeddings as the cache memory-maps
+them. An HNSW or IVF index holds the vectors itself (HNSW's flat storage, IVF's inverted lists, in type
+order); with a cache folder it is written there once and then memory-mapped from that file
+(``IO_FLAG_MMAP_IFC`` / ``IO_FLAG_MMAP``), so its vectors are file-backed pages the OS shares between
+processes and can evict, and `score` reads them from the index (a view of HNSW's storage, IVF's
+``reconstruct_batch`` through its direct map), never the node-order vectors: a search touches one
+copy. (Without a cache folder the index is built and kept in memory.) The disk holds both the
+embeddings cache and the index files.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import numpy as np
 from ark import atomic
 
 KINDS = ("flat", "hnsw", "ivf")
+SCORE_CHUNK = 65536  # nodes scored per block by `score` (bounds the rows gathered at once)
 INSTALL = "pip install -c <(echo torch==2.13.0) -r requirements-dense.txt"
 
 
@@ -56,7 +66,9 @@ class VectorIndex:
 
     def __init__(self, vectors: np.ndarray, node_types: np.ndarray | None = None, kind: str = "flat",
                  cache_dir: Path | str | None = None, hnsw_m: int = 32, ef_construction: int = 80,
-                 ef_search: int = 128, threads: int | None = None, nprobe: int = 16):
+                 ef_search: int = 128, threads: int | None = None, nprobe: int = 16, mmap: bool = True):
+        """``mmap``: memory-map a cached HNSW/IVF index from its files (default); False reads it into
+        memory (no page faults on a cold first search, at the price of an anonymous copy)."""
         if kind not in KINDS:
             raise ValueError(f"unknown vector index kind {kind!r}; valid: {', '.join(KINDS)}")
         if vectors.ndim != 2 or vectors.dtype != np.float32:
@@ -72,6 +84,9 @@ class VectorIndex:
         self.nprobe = nprobe
         self._masks: dict[tuple[int, ...], np.ndarray] = {}
         self._parts: list[tuple[np.ndarray, object]] = []  # per type: (node ids, faiss index)
+        self._storage: list[np.ndarray] = []  # hnsw: per type, a read-only view of the index's own vectors
+        self.mapped = False  # hnsw/ivf: the index's vectors are memory-mapped from its cached files
+        self._mmap = mmap
         if kind == "hnsw":
             faiss = _faiss()
             if threads:
@@ -82,6 +97,16 @@ class VectorIndex:
             if threads:
                 faiss.omp_set_num_threads(threads)
             self._build_ivf(faiss, cache_dir)
+        if self._parts:
+            self._row = np.zeros(len(vectors), dtype=np.int64)  # each node's position inside its type's index
+            for ids, index in self._parts:
+                self._row[ids] = np.arange(len(ids))
+                if kind == "hnsw":
+                    storage = faiss.downcast_index(index.storage)
+                    view = (faiss.rev_swig_ptr(storage.get_xb(), storage.ntotal * self.dim).reshape(-1, self.dim)
+                            if storage.ntotal else np.empty((0, self.dim), dtype=np.float32))
+                    view.setflags(write=False)
+                    self._storage.append(view)
 
     @property
     def dim(self) -> int:
@@ -91,29 +116,38 @@ class VectorIndex:
         return int(self.vectors.shape[0])
 
     # ------------------------------------------------------------------ per-type faiss indexes
-    def _build_per_type(self, faiss, folder: Path | None, make, fits) -> None:
+    def _build_per_type(self, faiss, folder: Path | None, make, fits, finish=None) -> None:
         """One faiss index per node type (so a type filter searches exactly the allowed nodes), read from
-        ``folder/type<t>.faiss`` when ``fits(index, ids)``, else built by ``make(ids)``, filled in chunks
-        and written there atomically."""
+        ``folder/type<t>.faiss`` when ``fits(index, ids)``, else built by ``make(ids)``, filled in chunks,
+        completed by ``finish(index)`` and written there atomically. A cached index is memory-mapped
+        from its file (the copy built in memory is dropped once written)."""
         order = np.argsort(self.node_types, kind="stable")
         bounds = np.searchsorted(self.node_types[order], np.arange(self.num_types + 1))
+        # HNSW: its flat storage (and graph) as views of the file; IVF: its inverted lists mapped
+        mmap = ((faiss.IO_FLAG_MMAP_IFC if self.kind == "hnsw" else faiss.IO_FLAG_MMAP) | faiss.IO_FLAG_READ_ONLY
+                if self._mmap else 0)
         for t in range(self.num_types):
             ids = order[bounds[t]: bounds[t + 1]]
             f = folder / f"type{t}.faiss" if folder is not None else None
             index = None
             if f is not None and f.is_file():
-                index = faiss.read_index(str(f))
+                index = faiss.read_index(str(f), mmap)
                 if index.ntotal != len(ids) or index.d != self.dim or not fits(index, ids):
                     index = None
             if index is None:
                 index = make(ids)
                 for s in range(0, len(ids), 65536):
                     index.add(np.ascontiguousarray(self.vectors[ids[s: s + 65536]]))
+                if finish is not None:
+                    finish(index)
                 if f is not None:
                     f.parent.mkdir(parents=True, exist_ok=True)
                     with atomic.replacing(f) as tmp:
                         faiss.write_index(index, str(tmp))
+                    del index
+                    index = faiss.read_index(str(f), mmap)
             self._parts.append((ids, index))
+        self.mapped = folder is not None and self._mmap
 
     def _build_hnsw(self, faiss, cache_dir, m: int, efc: int) -> None:
         folder = Path(cache_dir) / f"hnsw-M{m}-efc{efc}" if cache_dir is not None else None
@@ -139,10 +173,14 @@ class VectorIndex:
             nlist = self._nlist(len(ids))
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
             sample = np.sort(rng.choice(len(ids), size=min(len(ids), 64 * nlist), replace=False))
-            index.train(np.ascontiguousarray(self.vectors[ids[sample]]))
+            # a node type without nodes still gets a (one-list) index, so the per-type parts line up
+            index.train(np.ascontiguousarray(self.vectors[ids[sample]]) if len(ids) else np.zeros((1, self.dim), np.float32))
             return index
 
-        self._build_per_type(faiss, folder, make, lambda index, ids: index.nlist == self._nlist(len(ids)))
+        def fits(index, ids):  # the same lists, and a direct map for `score` (caches written before had none)
+            return index.nlist == self._nlist(len(ids)) and index.direct_map.type != faiss.DirectMap.NoMap
+
+        self._build_per_type(faiss, folder, make, fits, finish=lambda index: index.make_direct_map())
 
     # ------------------------------------------------------------------ search
     def _mask(self, types: Sequence[int]) -> np.ndarray:
@@ -193,12 +231,29 @@ class VectorIndex:
         return ids[order].astype(np.int64), sims[order]
 
     def score(self, query: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """Exact similarities of the nodes ``ids`` to the query."""
+        """Exact similarities of the nodes ``ids`` to the query, read from the copy searches read."""
         q = self._check(query)
         ids = np.asarray(ids, dtype=np.int64)
-        if len(ids) == 0:
-            return np.empty(0, dtype=np.float32)
-        return np.asarray(self.vectors[ids] @ q, dtype=np.float32)
+        out = np.empty(len(ids), dtype=np.float32)
+        for s in range(0, len(ids), SCORE_CHUNK):
+            out[s: s + SCORE_CHUNK] = self.rows(ids[s: s + SCORE_CHUNK]) @ q
+        return out
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """The vectors of nodes ``ids`` (a copy of those rows): from the node embeddings for the flat
+        index, from the index's own vectors for HNSW and IVF."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if not self._parts:
+            return np.asarray(self.vectors[ids], dtype=np.float32)
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        types, rows = self.node_types[ids], self._row[ids]
+        for t in np.unique(types).tolist():
+            sel = types == t
+            if self.kind == "hnsw":
+                out[sel] = self._storage[t][rows[sel]]
+            else:
+                out[sel] = self._parts[t][1].reconstruct_batch(rows[sel])
+        return out
 
     def count(self, types: Sequence[int] | None = None) -> int:
         """Nodes a search can return (of ``types``)."""
@@ -212,12 +267,15 @@ class VectorIndex:
         return q
 
     def memory_bytes(self) -> int:
-        """Bytes of the vectors (memory-mapped: in the page cache, shared) plus HNSW graph links."""
-        total = int(self.vectors.nbytes)
+        """Bytes a search reads: one copy of the vectors (flat: the node embeddings; HNSW/IVF: the
+        index's own, memory-mapped when cached, see `mapped`) plus HNSW's level-0 graph links or IVF's
+        ids, direct map and centroids."""
+        if not self._parts:
+            return int(self.vectors.nbytes)
+        total = 0
         for _, index in self._parts:
-            if self.kind == "hnsw":
-                # IndexHNSWFlat keeps its own copy of the vectors plus 2*M int32 links per node at level 0
+            if self.kind == "hnsw":  # IndexHNSWFlat: its vectors plus 2*M int32 links per node at level 0
                 total += int(index.ntotal) * (self.dim * 4 + index.hnsw.nb_neighbors(0) * 4)
-            else:  # IndexIVFFlat: its own copy of the vectors, an int64 id each, the centroids
-                total += int(index.ntotal) * (self.dim * 4 + 8) + int(index.nlist) * self.dim * 4
+            else:  # IndexIVFFlat: its vectors, an int64 id and a direct-map entry each, the centroids
+                total += int(index.ntotal) * (self.dim * 4 + 16) + int(index.nlist) * self.dim * 4
         return total

@@ -11,6 +11,9 @@ Run: bash tests/comparison/make_env.sh && .venv-compare/bin/pytest -m comparison
 * BM25: ``stark_qa.models.BM25`` over stark-qa's SKB against ``ark.baselines.BM25Retriever`` over our
   graph, on every fixture graph: the same candidates with a positive score, the same scores. (stark-qa
   1.1.0's ``BM25.forward`` fails as shipped with bm25s 0.3.16; see the test for the one attribute set.)
+  The ``stark_qa`` ranking (`BM25Retriever.stark_qa_forward`) must return exactly ``BM25.forward``'s
+  dict and, scored with its own scores, exactly the Evaluator's numbers, on graphs full of tied and
+  zero scores.
 """
 
 from __future__ import annotations
@@ -158,3 +161,81 @@ def pairs_for_bm25(fixture_root, stark_skb):
         queries += [" ".join(rng.choice(words, size=int(rng.integers(1, 6)))) for _ in range(15)]
         out[name] = (graph, stark_skb(name, fixture_root), queries)
     return out
+
+
+class _DocumentsSKB:
+    """All stark_qa.models.BM25 reads of an SKB: the candidate ids and their documents."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.candidate_ids = graph.candidate_ids.tolist()
+        self.num_candidates = len(self.candidate_ids)
+
+    def get_doc_info(self, idx, add_rel=False, compact=False):
+        return self.graph.node_text(int(idx))
+
+
+def _tied_graph(rng, case: int):
+    """Documents of a few words from a ten-word vocabulary, a third of them copies of others: many exact
+    score ties, and most candidates score 0 for any one query."""
+    from ark.data.graph import KnowledgeGraph
+
+    vocab = ["aorta", "valve", "collagen", "joint", "gene", "kinase", "fever", "rash", "lung", "renal"]
+    n = int(rng.integers(20, 160))
+    texts = [" ".join(rng.choice(vocab, size=int(rng.integers(1, 5)))) for _ in range(n)]
+    for i in rng.choice(n, size=n // 3, replace=False):
+        texts[int(i)] = texts[int(rng.integers(0, n))]
+    cands = np.sort(rng.choice(n, size=int(rng.integers(8, n + 1)), replace=False))
+    graph = KnowledgeGraph.from_edges(f"ties-{case}", ["node"], np.zeros(n, dtype=np.int64), [f"n{i}" for i in range(n)],
+                                      texts, ["r"], [0], [1], [0], candidate_ids=cands)
+    queries = [" ".join(rng.choice(vocab + ["unseen"], size=int(rng.integers(1, 4)))) for _ in range(4)]
+    return graph, queries
+
+
+def test_stark_qa_ranking_equals_stark_qa_bm25_forward_and_its_numbers():
+    """Many lists with ties and zero scores: BM25Retriever's stark_qa ranking is BM25.forward's dict, id
+    for id and score for score (float32 bits), for k from 1 to all candidates, and stark_qa-mode metrics
+    with those scores are the Evaluator's. The paper ranking (positive scores, ties by id) is not."""
+    import torchmetrics
+    from stark_qa.evaluator import Evaluator
+    from stark_qa.models import BM25
+
+    from ark.baselines import BM25Retriever
+    from ark.eval.metrics import evaluate, torchmetrics_semantics
+
+    metrics = ["hit@1", "hit@3", "hit@5", "hit@10", "recall@5", "recall@20", "mrr"]
+    here = torchmetrics_semantics(torchmetrics.__version__)
+    rng = np.random.default_rng(7)
+    seen = {"lists": 0, "zeros_kept": 0, "tie_at_the_cut": 0, "paper_list_differs": 0}
+    for case in range(150):
+        graph, queries = _tied_graph(rng, case)
+        model = BM25(_DocumentsSKB(graph))
+        model.retriever.corpus = None   # stark-qa 1.1.0 + bm25s 0.3.16 (see the test above)
+        ours = BM25Retriever(graph, top=100)
+        n = len(graph.candidate_ids)
+        for query in queries:
+            full = ours.index.dense_scores(query)
+            for k in sorted({1, 3, max(1, n // 2), min(100, n), n}):
+                theirs = model.forward(query, k=k)
+                ids, scores = ours.stark_qa_forward(query, k)
+                assert dict(zip(ids, scores)) == theirs, (case, query, k)
+                gold = rng.choice(graph.candidate_ids, size=int(rng.integers(1, 4)), replace=False).tolist()
+                expected = Evaluator(graph.candidate_ids.tolist())(theirs, torch_long(gold), metrics=metrics)
+                got = evaluate(ids, gold, graph.candidate_ids, metrics, mode="stark_qa", scores=scores, torchmetrics=here)
+                assert got == expected, (case, query, k, gold)
+                paper_ids, paper_scores = BM25Retriever(graph, top=k).retrieve_scored(query)
+                if paper_ids:
+                    paper = evaluate(paper_ids, gold, graph.candidate_ids, metrics, mode="stark_qa",
+                                     scores=paper_scores, torchmetrics=here)
+                    seen["paper_list_differs"] += paper != expected
+                kth = np.sort(full)[::-1]
+                seen["lists"] += 1
+                seen["zeros_kept"] += 0.0 in scores
+                seen["tie_at_the_cut"] += bool(k < n and kth[k - 1] == kth[k])
+    assert seen["zeros_kept"] > 1000 and seen["tie_at_the_cut"] > 1000 and seen["paper_list_differs"] > 200, seen
+
+
+def torch_long(ids):
+    import torch
+
+    return torch.LongTensor(ids)

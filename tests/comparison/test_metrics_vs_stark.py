@@ -221,18 +221,10 @@ def _other_torchmetrics() -> tuple[str, Path]:
     return want, target
 
 
-def test_other_torchmetrics_behaviour_equals_that_release(tmp_path):
-    """The behaviour the installed torchmetrics does not have, checked against that release itself:
-    stark-qa's Evaluator runs in a subprocess that imports the other torchmetrics first."""
-    from ark.eval.metrics import stark_evaluate, torchmetrics_semantics
-
+def _stark_under_other_release(tmp_path, cases: list[dict], metrics: list[str]) -> tuple[str, list[dict]]:
+    """stark-qa's Evaluator on ``cases`` ({"cand", "scores": [[id, score], ...], "gold"}) in a subprocess
+    that imports the torchmetrics release of the other behaviour first; (that release, its results)."""
     version, target = _other_torchmetrics()
-    rng = np.random.default_rng(4)
-    cases = []
-    for case in range(600):
-        cand, ranking, gold = _short_list_case(rng)
-        scores = dict(zip(ranking, _scores(rng, ranking, SCHEMES[case % len(SCHEMES)])))
-        cases.append({"cand": cand.tolist(), "scores": [[k, v] for k, v in scores.items()], "gold": gold})
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     script = f"""
 import importlib.util, json, sys
@@ -246,11 +238,25 @@ mspec.loader.exec_module(ev)
 out = []
 for c in json.load(open({str(tmp_path / "cases.json")!r})):
     e = ev.Evaluator(c["cand"])
-    out.append(e({{int(k): float(v) for k, v in c["scores"]}}, torch.LongTensor(c["gold"]), metrics={SHORT_METRICS!r}))
+    out.append(e({{int(k): float(v) for k, v in c["scores"]}}, torch.LongTensor(c["gold"]), metrics={metrics!r}))
 json.dump(out, open({str(tmp_path / "theirs.json")!r}, "w"))
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=600)
-    theirs = json.loads((tmp_path / "theirs.json").read_text())
+    return version, json.loads((tmp_path / "theirs.json").read_text())
+
+
+def test_other_torchmetrics_behaviour_equals_that_release(tmp_path):
+    """The behaviour the installed torchmetrics does not have, checked against that release itself:
+    stark-qa's Evaluator runs in a subprocess that imports the other torchmetrics first."""
+    from ark.eval.metrics import stark_evaluate, torchmetrics_semantics
+
+    rng = np.random.default_rng(4)
+    cases = []
+    for case in range(600):
+        cand, ranking, gold = _short_list_case(rng)
+        scores = dict(zip(ranking, _scores(rng, ranking, SCHEMES[case % len(SCHEMES)])))
+        cases.append({"cand": cand.tolist(), "scores": [[k, v] for k, v in scores.items()], "gold": gold})
+    version, theirs = _stark_under_other_release(tmp_path, cases, SHORT_METRICS)
     semantics = torchmetrics_semantics(version)
     n_negative_gold = 0
     for c, t in zip(cases, theirs):
@@ -258,3 +264,52 @@ json.dump(out, open({str(tmp_path / "theirs.json")!r}, "w"))
         assert stark_evaluate(c["cand"], scores, c["gold"], SHORT_METRICS, torchmetrics=semantics) == t, c
         n_negative_gold += any(scores.get(g, 1.0) <= 0 for g in c["gold"])
     assert n_negative_gold > 50
+
+
+def _nan_cases(rng, n: int) -> list[dict]:
+    """Short lists whose scores hold NaN: first in the dict, later in it, or on a gold node."""
+    cases = []
+    for case in range(n):
+        cand, ranking, gold = _short_list_case(rng)
+        if len(ranking) < 2:
+            ranking = rng.choice(cand, size=3, replace=False).tolist()
+        values = _scores(rng, ranking, SCHEMES[case % len(SCHEMES)])
+        where = case % 3
+        if where == 0:
+            values[0] = float("nan")
+        else:
+            pos = rng.choice(np.arange(1, len(values)), size=int(rng.integers(1, len(values))), replace=False)
+            for i in pos:
+                values[int(i)] = float("nan")
+        if where == 2:                               # a gold node is one of the NaN-scored ones
+            gold = [int(ranking[i]) for i, v in enumerate(values) if v != v][:1] + gold[:1]
+        cases.append({"cand": cand.tolist(), "scores": [[int(k), v] for k, v in zip(ranking, values)],
+                      "gold": gold})
+    return cases
+
+
+def test_nan_scores_equal_stark_qa_under_both_torchmetrics(tmp_path):
+    """NaN scores: stark_evaluate equals stark-qa's Evaluator (builtin min() over the scores skips a NaN
+    unless it is the first), under the installed torchmetrics and, in a subprocess, the other release."""
+    import torchmetrics
+
+    from ark.eval.metrics import NaNScoreError, stark_evaluate, torchmetrics_semantics
+
+    cases = _nan_cases(np.random.default_rng(5), 600)
+    here = torchmetrics_semantics(torchmetrics.__version__)
+    version, other = _stark_under_other_release(tmp_path, cases, SHORT_METRICS)
+    n_first = n_later = 0
+    for c, t_other in zip(cases, other):
+        scores = {int(k): float(v) for k, v in c["scores"]}
+        theirs = stark_evaluator.Evaluator(c["cand"])(scores, torch.LongTensor(c["gold"]), metrics=SHORT_METRICS)
+        assert stark_evaluate(c["cand"], scores, c["gold"], SHORT_METRICS, torchmetrics=here) == theirs, c
+        assert stark_evaluate(c["cand"], scores, c["gold"], SHORT_METRICS,
+                              torchmetrics=torchmetrics_semantics(version)) == t_other, c
+        first = c["scores"][0][1] != c["scores"][0][1]
+        n_first += first
+        n_later += not first
+        # a run never scores them: evaluate refuses the list
+        with pytest.raises(NaNScoreError):
+            evaluate([k for k, _ in c["scores"]], c["gold"], c["cand"], SHORT_METRICS, mode="stark_qa",
+                     scores=[v for _, v in c["scores"]], torchmetrics=here)
+    assert n_first > 150 and n_later > 300

@@ -104,6 +104,42 @@ def test_stark_edges_equal_skb_per_relation_and_edge_list(pairs, stark_edge_grap
     assert sorted(ours) == theirs
 
 
+def _skb_edges(src, dst, rel, num_nodes: int, num_relations: int):
+    """stark-qa's SKB built on a bare graph: its edge list after SKB.__init__'s undirected step."""
+    import torch
+    from stark_qa.skb.knowledge_base import SKB
+
+    skb = SKB({i: {} for i in range(num_nodes)}, torch.tensor(np.stack([src, dst]), dtype=torch.long),
+              node_type_dict={0: "node"}, edge_type_dict={r: f"r{r}" for r in range(num_relations)},
+              node_types=torch.zeros(num_nodes, dtype=torch.long), edge_types=torch.tensor(rel, dtype=torch.long))
+    ei, et = skb.edge_index.numpy(), skb.edge_types.numpy()
+    return sorted(zip(ei[0].tolist(), ei[1].tolist(), et.tolist()))
+
+
+def test_stark_undirected_equals_skb_on_pairs_stored_both_ways_with_unbalanced_duplicates():
+    """Random graphs whose every pair is stored in both directions, some rows duplicated in one
+    direction only: stark-qa's is_undirected compares multisets and merges them; so must we."""
+    rng = np.random.default_rng(0)
+    n_merged = n_kept = 0
+    for case in range(3000):
+        num_nodes, num_relations = int(rng.integers(2, 12)), int(rng.integers(1, 5))
+        m = int(rng.integers(1, 15))
+        a, b = rng.integers(0, num_nodes, m), rng.integers(0, num_nodes, m)
+        src, dst = np.r_[a, b], np.r_[b, a]                         # every pair both ways
+        rel = rng.integers(0, num_relations, 2 * m)
+        if case % 3:                                               # duplicate some rows one way only
+            extra = rng.choice(2 * m, size=int(rng.integers(1, 2 * m + 1)))
+            src, dst, rel = np.r_[src, src[extra]], np.r_[dst, dst[extra]], np.r_[rel, rng.integers(0, num_relations, extra.size)]
+        order = rng.permutation(src.size)
+        src, dst, rel = src[order], dst[order], rel[order]
+        ours = stark.stark_undirected(src, dst, rel, num_nodes)
+        assert sorted(zip(*(x.tolist() for x in ours))) == _skb_edges(src, dst, rel, num_nodes, num_relations), case
+        merged = ours[0].size != src.size or not np.array_equal(ours[0], src)
+        n_merged += merged
+        n_kept += not merged
+    assert n_merged > 1000 and n_kept > 500   # both branches reached
+
+
 def test_query_splits_equal_stark_positions(fixture_root, monkeypatch):
     """Our split positions equal STaRKDataset.get_idx_split() (its _download is the only network step)."""
     from stark_qa.retrieval import STaRKDataset

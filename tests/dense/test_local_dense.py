@@ -127,4 +127,39 @@ def test_ivf_filtered_search_returns_k_of_the_allowed_types_and_is_cached(tmp_pa
     mtimes = [f.stat().st_mtime_ns for f in files]
     VectorIndex(vecs, types, kind="ivf", cache_dir=tmp_path)
     assert [f.stat().st_mtime_ns for f in files] == mtimes                     # read, not rebuilt
-    assert ivf.memory_bytes() > 2 * vecs.nbytes
+    assert ivf.mapped and vecs.nbytes < ivf.memory_bytes() < 1.3 * vecs.nbytes   # one copy (+ ids, map, centroids)
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_a_cached_index_is_the_one_copy_its_searches_and_scores_read(tmp_path, kind):
+    """Built into a cache folder, the HNSW/IVF index is memory-mapped from its files and `score` reads
+    the index's own vectors: with the node-order vectors zeroed out, scores and searches are unchanged."""
+    rng = np.random.default_rng(2)
+    vecs = rng.standard_normal((3000, 32)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    types = rng.integers(0, 3, 3000)
+    flat = VectorIndex(vecs, types)
+    index = VectorIndex(vecs.copy(), types, kind=kind, cache_dir=tmp_path, hnsw_m=16, ef_construction=64)
+    assert index.mapped and not VectorIndex(vecs, types, kind=kind, hnsw_m=16, ef_construction=64).mapped
+    q = vecs[7] + 0.1 * rng.standard_normal(32).astype(np.float32)
+    ids = rng.choice(3000, size=500, replace=False)
+    before = index.search(q, 10)
+    index.vectors[:] = 0.0                      # the node embeddings: no longer read
+    np.testing.assert_array_equal(index.score(q, ids), flat.score(q, ids))
+    np.testing.assert_array_equal(index.rows(ids), vecs[ids])
+    assert index.search(q, 10)[0].tolist() == before[0].tolist()
+    links = 3000 * 2 * 16 * 4 if kind == "hnsw" else 0           # HNSW's level-0 graph beside its one copy
+    assert vecs.nbytes + links <= index.memory_bytes() < 1.3 * vecs.nbytes + links
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_a_node_type_without_nodes_is_skipped(tmp_path, kind):
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((200, 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    types = np.where(np.arange(200) < 100, 0, 2)             # type 1 has no nodes
+    for cache in (None, tmp_path):
+        index = VectorIndex(vecs, types, kind=kind, cache_dir=cache, hnsw_m=8, ef_construction=32, nprobe=100)
+        assert index.search(vecs[150], 1)[0].tolist() == [150]
+        assert index.search(vecs[150], 3, types=[1])[0].tolist() == []
+        np.testing.assert_allclose(index.score(vecs[3], np.array([3, 150])), vecs[[3, 150]] @ vecs[3], atol=1e-6)
