@@ -9,6 +9,9 @@ in STaRK. Tokens are STaRK's by default: ``bm25s.tokenize`` with its defaults, E
 stemming (``stem=True`` gives the agent's stemmed tokenizer instead). Nodes with score 0 are not
 ranked (STaRK's evaluator puts unscored candidates in one tie at the bottom anyway).
 
+``name_first`` (``none`` by default; ``exact`` or ``mentioned``, `ark.search.name_match`) ranks the
+candidates the query names before the rest, with the baseline's own tokens.
+
 The candidate index is cached in ``<cache_dir>/bm25_candidates_unstemmed`` (``bm25_unstemmed`` when
 every node is a candidate; with ``stem=True`` the names lose the suffix, and the latter is the tools'
 global index). ``python -m ark.baselines <graph> "query"`` prints a top 10.
@@ -32,11 +35,16 @@ class BM25Retriever:
 
     def __init__(self, graph, cache_dir: Path | str | None = None, top: int = 100, k1: float = 1.5,
                  b: float = 0.75, method: str = "lucene", stem: bool = False, stopwords: bool = True,
-                 index: BM25Index | None = None):
+                 index: BM25Index | None = None, name_first: str = "none"):
         """``index``: a ready index over the candidates (document i = ``graph.candidate_ids[i]``); else it
         is loaded from / built into ``cache_dir`` (built in memory when ``cache_dir`` is None)."""
+        from ark.search.name_match import NAME_FIRST
+
         if top < 1:
             raise ValueError(f"top must be >= 1, got {top}")
+        if name_first not in NAME_FIRST:
+            raise ValueError(f"unknown name_first {name_first!r}; valid: {', '.join(NAME_FIRST)}")
+        self.name_first = name_first
         self.graph = graph
         self.top = top
         self.candidate_ids = np.asarray(graph.candidate_ids, dtype=np.int64)
@@ -57,10 +65,21 @@ class BM25Retriever:
             raise ValueError(f"index has {index.num_docs} documents but the graph has "
                              f"{len(self.candidate_ids)} candidates")
         self.index = index
+        self.names = None
+        if name_first != "none":
+            from ark.search.name_match import NameIndex
+
+            self.names = NameIndex.build((graph.node_name(int(i)) for i in self.candidate_ids), index.tokenizer)
 
     def retrieve(self, query: str) -> list[int]:
-        """Candidate node ids ranked by BM25 of ``query`` (score > 0 only, at most ``top``)."""
-        pos, _ = self.index.search(query, self.top)
+        """Candidate node ids ranked by BM25 of ``query`` (score > 0 only, at most ``top``; the named
+        candidates first with ``name_first``)."""
+        if self.names is not None:
+            from ark.search.name_match import names_first
+
+            pos = names_first(self.index, self.names, query, self.top, self.name_first)[0]
+        else:
+            pos, _ = self.index.search(query, self.top)
         return self.candidate_ids[pos].tolist()
 
     async def aretrieve(self, query: str, query_id: int | str = "") -> Retrieval:
