@@ -220,7 +220,7 @@ def setting_problems(cfg: DictConfig) -> list[str]:
         source = None
     from ark.data.sources import StarkSource
 
-    splits = (*SPLITS, HUMAN_SPLIT)   # STaRK's split names; other sources check theirs when queries load
+    splits = (*SPLITS, HUMAN_SPLIT, *getattr(source, "extra_splits", ()))   # STaRK's split names (and a source's own); other sources check theirs when queries load
     if isinstance(source, StarkSource) and cfg.split not in splits:
         bad("split", f"choose one of {', '.join(splits)}")
     if cfg.limit is not None and not (is_int(cfg.limit) and cfg.limit >= 0):

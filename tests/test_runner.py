@@ -295,6 +295,18 @@ def test_bad_settings_stop_with_one_line_and_leave_no_directory(tmp_path):
         assert list(cwd.iterdir()) == [], (override, list(cwd.rglob("*")))   # no directory left behind
 
 
+def test_a_source_names_its_own_splits():
+    """The demo's test-mismatch split is a valid setting for the demo and only there."""
+    from experiments.run import compose, setting_problems
+
+    assert setting_problems(compose(["graph=demo", "backbone=scripted", "split=test-mismatch"])) == []
+    demo_bad = setting_problems(compose(["graph=demo", "backbone=scripted", "split=nosuch"]))
+    assert demo_bad == ["bad setting split='nosuch': choose one of train, val, test, test-0.1, "
+                        "human_generated_eval, test-mismatch"]
+    assert setting_problems(compose(["graph=prime", "backbone=scripted", "split=test-mismatch"]))[0].startswith(
+        "bad setting split='test-mismatch': choose one of train, val, test, test-0.1, human_generated_eval")
+
+
 def test_corrected_command_runs_after_a_bad_one(tmp_path):
     args = ["graph=demo", "retriever=bm25", "limit=3", f"paths.data={DEMO_ROOT}", "progress=false", "n_boot=50"]
     bad = _entry([*args, "split=tset"], tmp_path)
