@@ -20,6 +20,9 @@ Every baseline's `Retrieval` carries its own scores (``Retrieval.scores``: BM25,
   (`DenseRetriever.stark_qa_forward`): every candidate with its cosine, as ``stark_qa.models.VSS``
   scores every candidate (nothing is cut, so no tie at the bottom).
 
+``name_first`` (``none`` by default; ``exact`` or ``mentioned``, `ark.search.name_match`) ranks the
+candidates the query names before the rest, with the baseline's own tokens.
+
 The candidate index is cached in ``<cache_dir>/bm25_candidates_unstemmed`` (``bm25_unstemmed`` when
 every node is a candidate; with ``stem=True`` the names lose the suffix, and the latter is the tools'
 global index). Runs build them from ``conf/retriever/`` (`ark.config.retrievers`).
@@ -50,13 +53,21 @@ class BM25Retriever:
 
     def __init__(self, graph, cache_dir: Path | str | None = None, top: int = 100, k1: float = 1.5,
                  b: float = 0.75, method: str = "lucene", stem: bool = False, stopwords: bool = True,
-                 index: BM25Index | None = None, ranking: str = "paper"):
+                 index: BM25Index | None = None, ranking: str = "paper", name_first: str = "none"):
         """``index``: a ready index over the candidates (document i = ``graph.candidate_ids[i]``); else it
         is loaded from / built into ``cache_dir`` (built in memory when ``cache_dir`` is None).
-        ``ranking``: "paper" or "stark_qa" (module docstring)."""
+        ``ranking``: "paper" or "stark_qa" (module docstring). ``name_first`` (paper ranking only): the
+        candidates the query names first (`ark.search.name_match`)."""
+        from ark.search.name_match import NAME_FIRST
+
         if top < 1:
             raise ValueError(f"top must be >= 1, got {top}")
         self.ranking = _check_ranking(ranking)
+        if name_first not in NAME_FIRST:
+            raise ValueError(f"unknown name_first {name_first!r}; valid: {', '.join(NAME_FIRST)}")
+        if name_first != "none" and ranking == "stark_qa":
+            raise ValueError("name_first applies to ranking='paper' only; stark_qa is stark-qa's own BM25 list")
+        self.name_first = name_first
         self.graph = graph
         self.top = top
         self.candidate_ids = np.asarray(graph.candidate_ids, dtype=np.int64)
@@ -77,18 +88,28 @@ class BM25Retriever:
             raise ValueError(f"index has {index.num_docs} documents but the graph has "
                              f"{len(self.candidate_ids)} candidates")
         self.index = index
+        self.names = None
+        if name_first != "none":
+            from ark.search.name_match import NameIndex
+
+            self.names = NameIndex.build((graph.node_name(int(i)) for i in self.candidate_ids), index.tokenizer)
 
     def retrieve(self, query: str) -> list[int]:
         """Candidate node ids ranked by BM25 of ``query`` (the ``ranking`` list: "paper", score > 0 only,
-        at most ``top``)."""
+        at most ``top``, the named candidates first with ``name_first``)."""
         return self.retrieve_scored(query)[0]
 
     def retrieve_scored(self, query: str) -> tuple[list[int], list[float]]:
         """The ``ranking`` list and each entry's BM25 score."""
         if self.ranking == "stark_qa":
             return self.stark_qa_forward(query, self.top)
-        pos, scores = self.index.search(query, self.top)
-        return self.candidate_ids[pos].tolist(), scores.tolist()
+        if self.names is not None:
+            from ark.search.name_match import names_first
+
+            pos, scores = names_first(self.index, self.names, query, self.top, self.name_first)[:2]
+        else:
+            pos, scores = self.index.search(query, self.top)
+        return self.candidate_ids[pos].tolist(), np.asarray(scores).tolist()
 
     def stark_qa_forward(self, query: str, k: int = 100) -> tuple[list[int], list[float]]:
         """What ``stark_qa.models.BM25(skb).forward(query, k=k)`` returns, as (candidate ids, scores), best

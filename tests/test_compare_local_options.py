@@ -32,6 +32,8 @@ def test_each_variant_composes_its_own_run():
         assert run_info(cfg)["agent_options"] == (",".join(on) or "none")
         dirs.add(cfg.out_dir)
     assert len(dirs) == len(variants)
+    named = compose(mod.overrides("first_search", args, "exact"))
+    assert instantiate(named.search.setup.config).name_first == "exact" and named.out_dir not in dirs
     for bad in ("first_search+nope", "fast"):
         with pytest.raises(ValueError):
             mod.options_of(bad)

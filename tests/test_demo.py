@@ -163,26 +163,27 @@ def test_splits_are_disjoint_and_sized(files):
     assert sorted(mismatched) == list(range(len(qa) - len(mismatched), len(qa)))    # ids after the others'
 
 
-# What builder version 2 wrote (before the mismatch split existed): README's demo numbers are measured
-# on these queries and splits, so version 3 must write them byte for byte (sha256, first 16 hex digits).
-V2 = {"train": "fd4a1118e85b8ebd", "val": "b8f03044eae6bfe7", "test": "7dd7dea0e5921221", "test-0.1": "2d93829e85474da1",
-      "stark_qa.csv": "8c5d9acfabb23904", "query_templates.csv": "6709824f1e2e7397"}
+# What builder version 4 writes (sha256, first 16 hex digits). README's demo numbers are measured on
+# these queries: a change here is a new query set, which takes a new builder version and new numbers.
+# (Version 4 changed the gold sets and mismatch queries of version 3, whose pins these replace; the
+# split files kept their bytes: a split is the same positions of each template's seeded draws.)
+V4 = {"train": "fd4a1118e85b8ebd", "val": "b8f03044eae6bfe7", "test": "7dd7dea0e5921221", "test-0.1": "2d93829e85474da1",
+      "test-mismatch": "3e9221c63a7435f0", "stark_qa.csv": "d4d090ad08358682", "query_templates.csv": "8bb13a5566eaa34a"}
 
 
-def test_the_splits_of_builder_version_2_are_unchanged(root, files):
+def test_the_query_set_of_builder_version_4_is_pinned(root):
     import hashlib
 
     qa = root / "qa" / "demo"
 
-    def digest(data: bytes) -> str:
-        return hashlib.sha256(data).hexdigest()[:16]
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
-    for s in ("train", "val", "test", "test-0.1"):
-        assert digest((qa / "split" / f"{s}.index").read_bytes()) == V2[s], s
-    n = len(files["qa"]) - len(files["splits"][demo.MISMATCH_SPLIT])
+    assert writer.BUILDER_VERSION == 4
+    for s in ("train", "val", "test", "test-0.1", demo.MISMATCH_SPLIT):
+        assert digest(qa / "split" / f"{s}.index") == V4[s], s
     for name in ("stark_qa/stark_qa.csv", "query_templates.csv"):
-        lines = (qa / name).read_bytes().splitlines(keepends=True)[: n + 1]   # header + the old queries
-        assert digest(b"".join(lines)) == V2[name.split("/")[-1]], name
+        assert digest(qa / name) == V4[name.split("/")[-1]], name
 
 
 def test_gold_answers_are_valid_and_between_1_and_20(files):
@@ -220,41 +221,18 @@ def test_phenotype_by_definition_gold(files, definitions):
         assert p in expected and set(gold) == expected, qid
 
 
-def test_genes_of_phenotype_and_disease_gold(files, graph):
-    adj, info = graph["adj"], files["node_info"]
-    for qid, params in _templates(files, "genes_of_phenotype_and_disease"):
-        query, gold = files["qa"][qid]
-        p, d = params["phenotype"], params["disease"]
-        assert info[p]["name"] in query and info[d]["name"] in query
-        d_genes = _of_type(files, adj[d, "associated with"], "gene/protein")
-        p_genes = _of_type(files, adj[p, "associated with"], "gene/protein")
-        assert set(gold) == d_genes & p_genes, qid
-        # both conditions narrow the answer: neither the disease's genes nor the phenotype's genes alone
-        assert set(gold) < d_genes and set(gold) < p_genes, qid
-        assert p not in adj[d, "phenotype present"], qid  # else every gene of d would have p
-
-
-def test_diseases_of_defined_phenotype_gold(files, graph, definitions):
-    adj, info = graph["adj"], files["node_info"]
+def test_relational_questions_name_their_subjects(files):
+    info = files["node_info"]
+    for template, keys in (("genes_of_phenotype_and_disease", ("phenotype", "disease")),
+                           ("children_associated_with_gene", ("term", "gene"))):
+        for qid, params in _templates(files, template):
+            query = files["qa"][qid][0]
+            assert all(info[params[k]]["name"] in query for k in keys), qid
+            if template == "children_associated_with_gene":
+                assert "child terms" in query, qid      # asks for direct children, not every descendant
     for qid, params in _templates(files, "diseases_of_defined_phenotype"):
-        query, gold = files["qa"][qid]
-        desc, p = params["description"], params["phenotype"]
-        assert desc[1:] in query and info[p]["name"].lower() not in query.lower()
-        holders = [i for i, text in definitions if desc in text]
-        assert holders == [p], qid  # the description names exactly one phenotype
-        assert set(gold) == _of_type(files, adj[p, "phenotype present"], "disease"), qid
-
-
-def test_children_associated_with_gene_gold(files, graph):
-    adj, info, parent_child = graph["adj"], files["node_info"], graph["canonical"]["parent-child"]
-    for qid, params in _templates(files, "children_associated_with_gene"):
-        query, gold = files["qa"][qid]
-        t, g = params["term"], params["gene"]
-        assert info[t]["name"] in query and info[g]["name"] in query
-        children = {c for c in adj[t, "parent-child"] if (t, c) in parent_child}
-        assert set(gold) == {c for c in children if g in adj[c, "associated with"]}, qid
-        for c in gold:  # the child's own document names its parent
-            assert info[t]["name"] in info[c]["details"]["is a"]
+        query = files["qa"][qid][0]
+        assert params["description"][1:] in query and info[params["phenotype"]]["name"].lower() not in query.lower()
 
 
 def test_is_built_and_ensure_demo_reuse(root, tmp_path):
@@ -263,13 +241,13 @@ def test_is_built_and_ensure_demo_reuse(root, tmp_path):
     assert demo.ensure_demo(root) == root / "skb" / "demo" / "processed"
     assert (root / "skb" / "demo" / "processed" / "node_info.pkl").stat().st_mtime_ns == before
     assert not demo.is_built(tmp_path)
-    # a build of another builder version (e.g. 2, which had no mismatch split) is rebuilt, not reused
+    # a build of another builder version (e.g. 3, whose gold sets were direct annotations) is rebuilt, not reused
     import shutil
 
     old = tmp_path / "old"
     shutil.copytree(root, old)
     info = json.loads(demo.build_info_path(old).read_text())
-    demo.build_info_path(old).write_text(json.dumps({**info, "builder_version": 2}))
+    demo.build_info_path(old).write_text(json.dumps({**info, "builder_version": 3}))
     assert not demo.is_built(old)
     (old / "qa" / "demo" / "split" / f"{demo.MISMATCH_SPLIT}.index").unlink()
     demo.build_info_path(old).write_text(json.dumps(info))
@@ -291,6 +269,7 @@ def test_parse_obo_reads_escaped_definitions_and_skips_obsolete_synonyms(tmp_pat
     assert sorted(terms) == ["HP:1", "HP:2", "HP:3"]
     assert terms["HP:2"].definition == 'A "quoted" thing.'
     assert terms["HP:2"].synonyms == ["Kid"] and terms["HP:2"].parents == ["HP:1"]
+    assert terms["HP:2"].scopes == ["EXACT"] and hpo.exact_synonyms(terms["HP:2"]) == {"Kid"}
     assert terms["HP:3"].obsolete and not terms["HP:2"].obsolete
 
 
@@ -448,6 +427,111 @@ def test_query_subjects_are_phenotypic_abnormalities(files, graph):
                 assert params[key] in below, (qid, info[params[key]]["name"])
 
 
+# The true-path rule, from the raw files: an annotation to a term holds for every ancestor of that term.
+# The ontology is read here with a regular expression, not with the builder's reader.
+_OBO_SYNONYM = re.compile(r'^"((?:[^"\\]|\\.)*)" (\S+)(.*)$')
+
+
+@pytest.fixture(scope="module")
+def obo() -> dict:
+    """hp.obo's live terms: {id: {"name", "is_a", "synonyms": [(text, scope)], "definition"}}."""
+    terms, term, live = {}, None, {}
+    for line in (hpo.hpo_data_dir() / "hp.obo").read_text(encoding="utf-8").splitlines():
+        if line.startswith("["):
+            term = {"is_a": [], "synonyms": [], "obsolete": False} if line == "[Term]" else None
+            continue
+        if term is None or ": " not in line:
+            continue
+        key, value = line.split(": ", 1)
+        if key == "id":
+            terms[value] = term
+        elif key == "name":
+            term["name"] = value
+        elif key == "def":
+            term["definition"] = re.sub(r"\\(.)", r"\1", _OBO_SYNONYM.match(value).group(1))
+        elif key == "is_a":
+            term["is_a"].append(value.split(" ")[0])
+        elif key == "synonym":
+            text, scope, rest = _OBO_SYNONYM.match(value).groups()
+            if "obsolete_synonym" not in rest:
+                term["synonyms"].append((re.sub(r"\\(.)", r"\1", text), scope))
+        elif key == "is_obsolete" and value == "true":
+            term["obsolete"] = True
+    live = {t: v for t, v in terms.items() if not v["obsolete"]}
+    children = defaultdict(set)
+    for t, v in live.items():
+        for parent in v["is_a"]:
+            children[parent].add(t)
+    return {"terms": live, "children": children}
+
+
+def _subtree(obo, term: str) -> set[str]:
+    out, stack = set(), [term]
+    while stack:
+        t = stack.pop()
+        if t not in out:
+            out.add(t)
+            stack.extend(obo["children"].get(t, ()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def annotations(raw) -> dict:
+    """From the raw annotation files: diseases per phenotype (aspect P, seen in a patient), genes per
+    phenotype (a gene-phenotype row whose disease has that phenotype) and genes per disease (any row)."""
+    present = {(r["database_id"], r["hpo_id"]) for r in raw["hpoa"] if r["aspect"] == "P" and _seen(r)}
+    diseases, genes, disease_genes = defaultdict(set), defaultdict(set), defaultdict(set)
+    for d, h in present:
+        diseases[h].add(d)
+    known = {r["database_id"] for r in raw["hpoa"]}
+    for r in raw["g2p"]:
+        if (r["disease_id"], r["hpo_id"]) in present:
+            genes[r["hpo_id"]].add(r["ncbi_gene_id"])
+        if r["disease_id"] in known:
+            disease_genes[r["disease_id"]].add(r["ncbi_gene_id"])
+    return {"diseases": diseases, "genes": genes, "disease_genes": disease_genes, "present": present}
+
+
+def _ids(files, nodes) -> set[str]:
+    return {files["node_info"][n]["id"] for n in nodes}
+
+
+def test_diseases_of_a_phenotype_follow_the_true_path_rule(files, obo, annotations, definitions):
+    changed = 0
+    for qid, params in _templates(files, "diseases_of_defined_phenotype"):
+        gold, p = files["qa"][qid][1], files["node_info"][params["phenotype"]]["id"]
+        assert [i for i, text in definitions if params["description"] in text] == [params["phenotype"]], qid
+        expected = {d for h in _subtree(obo, p) for d in annotations["diseases"][h]}
+        assert _ids(files, gold) == expected, qid
+        changed += expected != annotations["diseases"][p]
+    assert changed > 0           # the rule matters: direct annotations alone would miss answers
+
+
+def test_genes_of_a_phenotype_and_a_disease_follow_the_true_path_rule(files, obo, annotations):
+    changed = 0
+    for qid, params in _templates(files, "genes_of_phenotype_and_disease"):
+        gold = _ids(files, files["qa"][qid][1])
+        p, d = (files["node_info"][params[k]]["id"] for k in ("phenotype", "disease"))
+        p_genes = {g for h in _subtree(obo, p) for g in annotations["genes"][h]}
+        d_genes = annotations["disease_genes"][d]
+        assert gold == p_genes & d_genes, qid
+        assert gold < p_genes and gold < d_genes, qid              # both conditions narrow the answer
+        assert not {(d, h) for h in _subtree(obo, p)} & annotations["present"], qid   # D itself lacks P
+        changed += gold != annotations["genes"][p] & d_genes
+    assert changed > 0
+
+
+def test_children_associated_with_a_gene_follow_the_true_path_rule(files, obo, annotations):
+    changed = 0
+    for qid, params in _templates(files, "children_associated_with_gene"):
+        gold = _ids(files, files["qa"][qid][1])
+        t, g = (files["node_info"][params[k]]["id"] for k in ("term", "gene"))
+        kids = obo["children"][t]
+        assert gold == {c for c in kids if any(g in annotations["genes"][h] for h in _subtree(obo, c))}, qid
+        changed += gold != {c for c in kids if g in annotations["genes"][c]}
+    assert changed > 0
+
+
 NOUN_PHRASE_SLOTS = [p.split("{ldesc}")[0] for ps in queries.PHRASES.values() for p in ps if "{ldesc}" in p]
 
 
@@ -485,35 +569,110 @@ def test_observed_in_none(frequency, none):
 
 
 # ------------------------------------------------------------------ vocabulary-mismatch templates
-def test_held_out_synonym_queries_ask_by_an_hpo_alias_missing_from_the_document(files):
+def _words(text: str) -> str:
+    return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
+
+
+def test_held_out_synonyms_are_exact_owned_by_one_term_and_named_nowhere_else(files, obo):
     info = files["node_info"]
-    terms = hpo.parse_obo(hpo.hpo_data_dir() / "hp.obo")
     rows = _templates(files, "phenotype_by_held_out_synonym")
     assert len(rows) == queries.QUERIES_PER_TEMPLATE
-    written = defaultdict(set)  # name or synonym as written in the graph -> phenotypes
-    for i, n in info.items():
-        if n["type"] == "effect/phenotype":
-            for s in [n["name"], *n.get("details", {}).get("synonyms", [])]:
-                written[s.lower()].add(i)
+    labels = defaultdict(set)   # name or synonym (any scope) in hp.obo, as words -> terms
+    for t, term in obo["terms"].items():
+        for text in [term["name"], *(x for x, _ in term["synonyms"])]:
+            labels[_words(text)].add(t)
+    documents = {i: "|".join(_words(x) for x in [n["name"], *(x for v in n.get("details", {}).values()
+                                                              for x in (v if isinstance(v, list) else [v]))])
+                 for i, n in info.items() if n["type"] == "effect/phenotype"}   # one value never runs into the next
     for qid, params in rows:
         query, gold = files["qa"][qid]
         p, s = params["phenotype"], params["synonym"]
+        hpo_id = info[p]["id"]
         assert gold == [p] and s in query and info[p]["name"].lower() not in query.lower()
-        assert s in terms[info[p]["id"]].synonyms                  # a real HPO synonym of the gold term
-        assert s.lower() not in json.dumps(info[p]).lower()       # ...held out of its document
-        assert not written.get(s.lower())                          # ...and of every other phenotype's
+        assert (s, "EXACT") in obo["terms"][hpo_id]["synonyms"], qid     # an EXACT HPO synonym of the gold term
+        assert labels[_words(s)] == {hpo_id}, qid                        # no other term's name or synonym
+        assert _words(s) not in documents[p], qid                        # held out of its own document
+        assert [i for i, doc in documents.items() if _words(s) in doc] == [], qid   # named in no other's
 
 
-def test_reworded_definition_queries_are_not_in_any_document(files, definitions):
+# Words whose near-synonyms change a medical meaning (the table must not touch them), and words a
+# reworded definition must never contain in place of another (both from the audit of builder 3).
+SIZE_WORDS = {"small", "large", "short", "low", "high", "long", "big", "little", "brief"}
+BAD_REPLACEMENTS = {"misformation", "flaw", "flaws", "compromise", "little", "brief", "big", "undue", "surplus"}
+
+
+@pytest.mark.parametrize("text", ["Stenosis of the small intestine", "small nuclear ribonucleoprotein",
+                                  "A short stature", "Low-density lipoprotein", "High or large amount-based",
+                                  "increased/decreased levels", "non-absent X-reduced"])
+def test_reword_leaves_size_words_and_compounds_alone(text):
+    assert mismatch.reword(text) == (text, 0)
+
+
+def test_reword_keeps_multiword_terms_and_fits_the_article():
+    protected = mismatch.protected_terms(["Absence seizure", "Increased serum creatinine"])
+    assert mismatch.reword("Absence seizures and absence of the thumb", protected) == (
+        "Absence seizures and lack of the thumb", 1)
+    assert mismatch.reword("Increased serum creatinine with an increase in urea", protected) == (
+        "Increased serum creatinine with a rise in urea", 1)
+    assert mismatch.reword("increased islets and an increased level", protected) == (
+        "increased islets and an elevated level", 1)     # "increased" only where "elevated" means the same
+
+
+def test_reworded_definitions_differ_from_the_hpo_definition_only_by_table_words(files, obo, definitions):
+    """Each reworded description against the start of its definition in hp.obo: the same words except
+    single table words (with the article before one), none a size word, none inside a multi-word HPO
+    name or synonym that the definition contains, none joined by a hyphen or slash."""
+    import difflib
+
     info = files["node_info"]
     docs = "\0".join(json.dumps(n).lower() for n in info.values())
+    multiword = defaultdict(set)    # word -> multi-word HPO labels (as words) containing it
+    for term in obo["terms"].values():
+        for text in [term["name"], *(x for x, _ in term["synonyms"])]:
+            ws = _words(text).split()
+            if len(ws) > 1:
+                for w in ws:
+                    multiword[w].add(" ".join(ws))
     rows = _templates(files, "phenotype_by_reworded_definition")
     assert len(rows) == queries.QUERIES_PER_TEMPLATE
+    used = defaultdict(int)
     for qid, params in rows:
         query, gold = files["qa"][qid]
         p, desc = params["phenotype"], params["description"]
         assert gold == [p] and desc[1:] in query and params["replaced"] >= 2
         assert desc.lower() not in docs
-        original = queries._description(info[p])
-        assert mismatch.reword(original) == (desc, params["replaced"])
-        assert [i for i, text in definitions if original in text] == [p]
+        definition = obo["terms"][info[p]["id"]]["definition"]
+        original = queries._description(info[p])      # the definition's first sentence (or all of it)
+        assert definition.startswith(original), qid
+        assert [i for i, text in definitions if original in text] == [p], qid   # it singled out the phenotype
+        old, new = original.split(), desc.split()
+        n = 0
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+            if tag == "equal":
+                continue
+            before, after = old[i1:i2], new[j1:j2]
+            assert tag == "replace", (qid, before, after)
+            j = 0
+            for b in before:        # word by word: a table word becomes its replacement's words
+                if b.lower() in ("a", "an"):                   # an article made to fit the next word
+                    assert after[j].lower() in ("a", "an"), (qid, before, after)
+                    j += 1
+                    continue
+                word = re.fullmatch(r"(\W*)([A-Za-z]+)(\W*)", b)
+                assert word, (qid, before)
+                w = word.group(2).lower()
+                assert w in mismatch.REWORDINGS and w not in SIZE_WORDS, (qid, w)
+                replacement = mismatch.REWORDINGS[w].split()
+                got = after[j:j + len(replacement)]
+                j += len(replacement)
+                assert _words(" ".join(got)).split() == replacement, (qid, before, after)
+                assert not set(replacement) & BAD_REPLACEMENTS, (qid, got)
+                assert "-" not in b and "/" not in b, (qid, b)
+                context = _words(" ".join(old[max(0, i1 - 8):i2 + 8]))
+                inside = [t for t in multiword[w] if re.search(" " + "s? ".join(t.split()) + "s? ", context)]
+                assert not inside, (qid, w, inside)
+                used[w] += 1
+                n += 1
+            assert j == len(after), (qid, before, after)
+        assert n == params["replaced"], qid
+    assert len(used) >= 10      # the table is used broadly, not one word everywhere

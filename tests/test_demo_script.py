@@ -1,5 +1,6 @@
 """scripts/demo.py's per-query report: each gold node's fate in ARK's run (ark.eval.attribution) and its
-distance from what the tools show for the question (ark.eval.reachability), on the toy graph with the agent
+distance from what the question's own words show (ark.eval.reachability) and the bound over chains of its
+words (ark.eval.reach_bound), on the toy graph with the agent
 driven by the scripted server; and the --agent-options choices."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from ark.agent import AgentConfig, ARKRetriever
 from ark.eval.attribution import attribute
 from ark.llm.client import BackboneConfig, LLMClient
+from ark.eval.reach_bound import query_bound
 from ark.eval.reachability import query_reach
 from ark.data.stark import Query
 from ark.search.bm25 import BM25Index
@@ -42,15 +44,20 @@ def test_report_names_each_gold_nodes_fate_and_reach(demo, capsys):
         ret = asyncio.run(ARKRetriever(llm, toolset, graph, AgentConfig(n_agents=1)).aretrieve(q.text, q.id))
     qa = attribute(q.answer_ids, ret.trajectories, ret.agent_rankings, ret.ranking, query_id=q.id)
     reach = query_reach(toolset, q.id, q.text, q.answer_ids, demo.REACH)[0]
-    demo.print_query(0, q, graph, ret, [5], None, reach, qa)
+    bound = query_bound(toolset, q.id, q.text, q.answer_ids, demo.BOUND)
+    demo.print_query(0, q, graph, ret, [5], None, reach, qa, bound)
     out = capsys.readouterr().out
     block = {line.split("]")[0].split("[")[1]: i for i, line in enumerate(out.splitlines()) if line.startswith("gold [")}
     lines = out.splitlines()
     assert lines[block["5"] + 1] == "    ARK: retrieved (top 20), first shown at step 0 by search_graph (rank 1)"
-    assert lines[block["5"] + 2] == "    the tools: in the search hits (rank 1)"
+    assert lines[block["5"] + 2] == "    the question's words: in the search hits (rank 1)"
+    assert lines[block["5"] + 3].startswith("    any chain of its words: shown by a search for words of the question: "
+                                            'search_graph("hERG"')
     assert lines[block["2"] + 1] == "    ARK: never surfaced"
-    assert lines[block["2"] + 2].startswith("    the tools: in a neighbor call's top 10 from a hit (rank 1")
-    assert lines[block["11"] + 2] == "    the tools: beyond 2 hops of the search hits"
+    assert lines[block["2"] + 2].startswith("    the question's words: in a neighbor call's top 10 from a hit (rank 1")
+    assert lines[block["2"] + 3].startswith("    any chain of its words: shown by a neighbor call of a node such a search shows")
+    assert lines[block["11"] + 2] == "    the question's words: beyond 2 hops of the search hits"
+    assert lines[block["11"] + 3] == "    any chain of its words: not shown by any chain of three calls with the question's words"
 
 
 def test_agent_options_choices(demo):

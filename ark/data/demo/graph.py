@@ -25,10 +25,11 @@ parent term -> child term); `ark.data.demo.writer` stores each in both direction
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ark.data.demo.hpo import Term, hpo_data_dir, hpo_version, observed_in_none, parse_obo, read_tsv
+from ark.data.demo.hpo import (Term, exact_synonyms, hpo_data_dir, hpo_version, observed_in_none, parse_obo,
+                               read_tsv)
 
 # PRIME's vocabularies, restricted to the types the demo uses, in PRIME's order.
 NODE_TYPES = ("disease", "gene/protein", "effect/phenotype")
@@ -47,6 +48,9 @@ class DemoGraph:
     node_types: list[int]               # index into NODE_TYPES
     edges: list[tuple[int, int, int]]   # (src, dst, relation index), canonical direction, sorted
     hpo_version: str
+    # per phenotype node: the synonyms HPO lists with scope EXACT (read by the held-out synonym template;
+    # not written to the files, whose documents list every synonym as before)
+    exact_synonyms: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def adjacency(self) -> dict[tuple[int, int], set[int]]:
         """(node, relation) -> neighbor set, both directions (what the graph files encode)."""
@@ -148,6 +152,7 @@ def build_graph(data_dir: Path | None = None) -> DemoGraph:
         add("disease", d, info)
     for g in genes:
         add("gene", g, {"id": str(g), "type": "gene/protein", "name": gene_symbol[g], "source": "NCBI"})
+    exact: dict[int, frozenset[str]] = {}
     for t in live:
         term = terms[t]
         info = {"id": t, "type": "effect/phenotype", "name": term.name, "source": "HPO"}
@@ -155,6 +160,7 @@ def build_graph(data_dir: Path | None = None) -> DemoGraph:
         if details:
             info["details"] = details
         add("phenotype", t, info)
+        exact[index["phenotype", t]] = frozenset(exact_synonyms(term))
 
     rel = {name: i for i, name in enumerate(RELATIONS)}
     edges: set[tuple[int, int, int]] = set()
@@ -171,4 +177,4 @@ def build_graph(data_dir: Path | None = None) -> DemoGraph:
             if p in primary and not terms[p].obsolete:
                 edges.add((index["phenotype", p], index["phenotype", t], rel["parent-child"]))
     ordered = sorted(edges, key=lambda e: (e[2], e[0], e[1]))
-    return DemoGraph(node_info, node_types, ordered, hpo_version(data_dir))
+    return DemoGraph(node_info, node_types, ordered, hpo_version(data_dir), exact)

