@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from ark.config.identity import check_same_run, fingerprint, run_identity, run_info
 from ark.config.prerequisites import check_prerequisites
 from ark.config.settings import check_settings
+from ark.config import spend
 from ark import atomic
 from ark.eval import compare, runner, shards
 from ark.eval.settings import RunSettings
@@ -55,6 +56,9 @@ def run(cfg: DictConfig) -> dict:
     check_same_run(Path(cfg.out_dir), info)
     source = instantiate(cfg.graph)
     check_prerequisites(cfg, source)
+    if cfg.get("estimate"):   # the forecast (pilots where nothing is known), and no run
+        return {"estimate": [f.as_summary() for f in spend.estimate([cfg], run)]}
+    plan = spend.prepare(cfg, source, info["identity"])   # paid: forecast, confirmation, the cap's ledgers
     reference = _reference_run(cfg)
     try:
         lock = runner.run_lock(out)
@@ -62,12 +66,12 @@ def run(cfg: DictConfig) -> dict:
     except runner.RunDirInUse as e:
         raise SystemExit(str(e)) from None
     try:
-        return _run_locked(cfg, info, out, source, reference)
+        return _run_locked(cfg, info, out, source, reference, plan)
     finally:
         lock.__exit__(None, None, None)
 
 
-def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, reference) -> dict:
+def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, reference, plan=None) -> dict:
     check_same_run(Path(cfg.out_dir), info)   # again: a writer may have finished while we waited
     resolved = redact(OmegaConf.to_container(
         OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]), resolve=True))
@@ -76,7 +80,8 @@ def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, refere
 
     graph = source.graph()
     queries = shards.select_queries(source.queries().split(cfg.split), cfg.limit, cfg.get("shard"))
-    retriever = instantiate(cfg.retriever.build)(graph=graph)
+    budget = plan.budget(out) if plan is not None else None
+    retriever = instantiate(cfg.retriever.build)(graph=graph, **({"budget": budget} if budget is not None else {}))
     logger = instantiate(cfg.logger)
     extra = {k: v for k, v in info.items() if k != "identity"}
     settings = RunSettings(
@@ -84,7 +89,8 @@ def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, refere
         metrics_mode=cfg.metrics_mode, torchmetrics=str(cfg.torchmetrics), cut=cfg.cut,
         count_failed_as_miss=cfg.count_failed_as_miss, n_boot=cfg.n_boot,
         seed=cfg.seed, progress=cfg.progress, extra={**extra, "shard": cfg.get("shard"), "limit": cfg.limit},
-        external_id=graph.external_id if graph.has_external_ids else None)
+        external_id=graph.external_id if graph.has_external_ids else None,
+        budget=budget, forecast=plan.forecast if plan is not None else None)
     name = f"{info['graph']}/{info['run_name']}" + (f"/shard{cfg.shard}" if cfg.get("shard") else "")
     backbone = instantiate(cfg.backbone) if info["retriever"] == "ark" else None
     logger.start(name, cfg.experiment_name, extra, resolved)
