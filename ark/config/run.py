@@ -168,11 +168,13 @@ def job(cfg: DictConfig) -> None:
     log lines are left out unless ``verbose=true`` (`ark.logs.setup`)."""
     from ark import logs
 
+    from hydra.core.hydra_config import HydraConfig
+
     logs.setup(verbose=cfg.get("verbose") is True)
     try:
-        run(cfg)
+        result = run(cfg)
     except SystemExit:
-        from hydra.core.hydra_config import HydraConfig
-
         remove_unstarted(Path(HydraConfig.get().runtime.output_dir), Path(cfg.paths.runs))
         raise
+    if "estimate" in result:   # a forecast, no run: the directory Hydra made goes again
+        remove_unstarted(Path(HydraConfig.get().runtime.output_dir), Path(cfg.paths.runs))

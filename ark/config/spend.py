@@ -57,7 +57,10 @@ def is_paid(cfg: DictConfig) -> bool:
     """Whether the run pays for LLM calls (a paid provider at a price above zero)."""
     if cfg.retriever.name != "ark" or cfg.backbone.provider not in PAID_PROVIDERS:
         return False
-    p = price_of(cfg)
+    try:
+        p = price_of(cfg)
+    except ValueError:   # no price known: paid all the same (the settings check says what to set)
+        return True
     return p.input_per_m > 0 or p.output_per_m > 0
 
 

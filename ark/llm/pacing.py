@@ -10,7 +10,7 @@ limit lower than configured).
 How it counts, per request, as OpenAI documents for its limits: one request against ``rpm``, and its
 prompt tokens plus its ``max_tokens`` against ``tpm`` (the provider reserves the whole completion
 budget when the request arrives). The prompt is estimated from the request's characters before it is
-sent (`estimate_tokens`, about 1 token per 3.5 characters, on the high side) and settled to the
+sent (`estimate_tokens`, 1 token per 3 characters, on the high side) and settled to the
 ``prompt_tokens`` the reply reports. Each limit is a virtual clock (the generic cell rate algorithm,
 without a burst): a request may start when both clocks have caught up with the time, and it moves
 each clock on by its share of a minute at ``HEADROOM`` of the limit. Over any minute, a paced client
@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 HEADROOM = 0.97        # the share of each limit a pacer uses: room for the prompt estimate's error
-CHARS_PER_TOKEN = 3.5  # the request's characters per prompt token before the reply says (high side)
+CHARS_PER_TOKEN = 3.0  # characters per prompt token before the reply says: on the high side (English runs
+                       # about 4 per token, JSON tool schemas about 3)
 
 
 def estimate_tokens(body: Mapping[str, Any]) -> int:

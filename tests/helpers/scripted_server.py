@@ -59,6 +59,8 @@ can count the successful replies it would have paid for. ``log_path=`` also appe
 request ({"n", "t" (time.time()), "outcome", "request" (SHA-256 of the request body)}) to a file, for
 a server run in a process of its own.
 
+``ScriptedServer(answer_model="gpt-4.1-2025-04-14")`` names that model in every reply, as a provider
+names the snapshot an alias points to (default: the model the request asked for).
 ``ScriptedServer(latency_s=0.2)`` adds a fixed latency to every response (the agent benchmark).
 ``server.max_in_flight`` is the most chat requests the server held at once (concurrency is asserted
 on it, never on wall time); ``ScriptedServer(gate=n)`` holds every chat request until ``n`` have
@@ -309,6 +311,7 @@ class ScriptedServer:
         embedding_dim: int = 64,
         rpm_limit: float | None = None,
         tpm_limit: float | None = None,
+        answer_model: str | None = None,
     ):
         self._script: list[Reply] = list(script)
         self._pos = 0
@@ -325,6 +328,7 @@ class ScriptedServer:
         self.request_paths: list[str] = []  # URL path + query, same order
         self.calls = 0  # chat requests received (all statuses)
         self.rpm_limit, self.tpm_limit = rpm_limit, tpm_limit
+        self.answer_model = answer_model  # the ``model`` replies name (default: the one asked for)
         self.request_tokens: list[int] = []  # what each chat request counted against tpm_limit (0: refused)
         self._window: list[tuple[float, int]] = []  # (arrival, tokens) of the requests of the last minute
         self.in_flight = 0  # chat requests received and not yet answered
@@ -468,8 +472,7 @@ class ScriptedServer:
             if self.rpm_limit is not None and len(self._window) + 1 > self.rpm_limit:
                 wait = max(wait, self._window[0][0] + 60.0 - now)
             if self.tpm_limit is not None:
-                used, excess = sum(k for _, k in self._window), 0
-                excess = used + tokens - self.tpm_limit
+                excess = sum(k for _, k in self._window) + tokens - self.tpm_limit
                 if excess > 0:
                     freed = 0
                     for t, k in self._window:   # the time until enough of the window has expired
@@ -531,7 +534,7 @@ class ScriptedServer:
             "id": f"chatcmpl-scripted-{n}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": request.get("model", "scripted"),
+            "model": self.answer_model or request.get("model", "scripted"),
             "choices": [{"index": 0, "message": message,
                          "finish_reason": "tool_calls" if calls else "stop"}],
             "usage": {"prompt_tokens": reply.prompt_tokens,
