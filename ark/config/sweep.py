@@ -121,6 +121,7 @@ def prepare(overrides: Sequence[str], config_name: str = "config", run=None) -> 
     ledger = ledger_path(cfgs)
     plan = {"points": [spend.point_name(c) for c in cfgs], "max_cost_usd": cap,
             "forecasts": {str(Path(c.out_dir)): f.as_summary() for c, f in zip(cfgs, forecasts)}}
+    ledger.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_json(ledger.with_suffix(".plan.json"), plan, indent=1)
     print(f"sweep spend: {ledger}" + (f" (capped at ${cap:,.2f} across its {len(cfgs)} runs)" if cap is not None
                                       else ""), flush=True)
