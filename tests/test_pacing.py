@@ -59,21 +59,24 @@ def test_tokens_are_paced_under_tpm_as_the_provider_counts_them():
     assert _most_in_a_window(times, counted, 1.0) <= per_s + max(counted)
 
 
-def test_the_estimate_is_settled_to_what_the_provider_counted():
-    pacer = Pacer(tpm=60_000)   # 970 tokens per second
+def test_the_estimate_is_settled_to_what_the_provider_counted_and_learnt_from():
+    pacer = Pacer(tpm=60_000)   # under 1,000 tokens per second
     body = {"messages": [{"role": "user", "content": "x" * 3000}], "max_tokens": 50}
-    assert estimate_tokens(body) >= 3000 // 3 + 50      # on the high side before the reply
+    prompt, reserve = estimate_tokens(body)
+    assert prompt >= 3000 // 3 and reserve == 50      # by characters, on the high side, before the reply
 
-    async def two(settled: int | None) -> float:
-        first = await pacer.acquire(estimate_tokens(body))
-        pacer.settle(first, settled)
-        second = await pacer.acquire(10)
-        return second.start - first.start
+    async def two(reported: int | None) -> tuple[float, float]:
+        first = await pacer.acquire(prompt, reserve)
+        pacer.settle(first, reported)
+        second = await pacer.acquire(0, 10)
+        return second.start - first.start, first.charged
 
-    waited = asyncio.run(two(None))
-    assert waited == pytest.approx(estimate_tokens(body) / (60_000 * HEADROOM / 60), rel=0.01)
-    waited = asyncio.run(two(100))   # the reply said 100: the next request goes after 100 tokens' time
-    assert waited == pytest.approx(100 / (60_000 * HEADROOM / 60), rel=0.05)
+    waited, charged = asyncio.run(two(None))
+    assert charged == prompt + reserve and waited >= charged / 1000    # no faster than the limit itself
+    half, _ = asyncio.run(two(prompt // 2))   # the reply said half: the next request went that much sooner
+    assert half / waited == pytest.approx((prompt // 2 + reserve) / (prompt + reserve), rel=0.02)
+    assert pacer.ratio < 1.0                   # and the next estimates are charged lower
+    assert asyncio.run(pacer.acquire(prompt, reserve)).charged < prompt + reserve
 
 
 def test_limits_are_checked_when_the_backbone_is_made():

@@ -40,8 +40,9 @@ def launch(task: Callable, config_name: str, args: Sequence[str], job_name: str,
 
 def command_line(argv: Sequence[str], config_name: str) -> list[str]:
     """``argv`` (a script's ``sys.argv``) as Hydra should see it: the same, with the overrides a prepared
-    sweep adds; a bad key, option or setting stops the process with one line (exit 2), ``estimate=true``
-    of a sweep once the forecast is printed (exit 0). Hydra's own flags (``--cfg``, ``--help``...) pass."""
+    sweep adds; an unknown key stops the process with one line (exit 2), a bad setting of a paid sweep with
+    its lines, ``estimate=true`` of a sweep once the forecast is printed (exit 0). Hydra's own flags
+    (``--cfg``, ``--help``...) and the errors Hydra reports itself (an unknown option) pass to Hydra."""
     from hydra._internal.utils import get_args_parser
 
     from ark.config.compose import compose, one_line
@@ -61,8 +62,7 @@ def command_line(argv: Sequence[str], config_name: str) -> list[str]:
     except Exception as e:
         if type(e).__module__.split(".")[0] not in ("hydra", "omegaconf"):
             raise
-        print(f"error: {one_line(e)}", file=sys.stderr)
-        raise SystemExit(2) from None
+        return list(argv)   # a bad option name or override value: Hydra says so in its own words
     if overrides is None:
         raise SystemExit(0)
     given = set(args.overrides)

@@ -56,8 +56,8 @@ of requests with a fault (429 + Retry-After, 5xx, a hang past the client's timeo
 a context-length error, a dropped connection) instead of their reply. ``server.outcomes[i]`` says
 what request i got ("ok", or the fault's kind; "error" for other scripted non-200 replies), so a test
 can count the successful replies it would have paid for. ``log_path=`` also appends one JSON line per
-request ({"n", "t" (time.time()), "outcome", "request" (SHA-256 of the request body)}) to a file, for
-a server run in a process of its own.
+request ({"n", "t" (time.time()), "outcome", "request" (SHA-256 of the request body), "tokens" (what it
+counted against ``tpm_limit``)}) to a file, for a server run in a process of its own.
 
 ``ScriptedServer(answer_model="gpt-4.1-2025-04-14")`` names that model in every reply, as a provider
 names the snapshot an alias points to (default: the model the request asked for).
@@ -511,7 +511,8 @@ class ScriptedServer:
         self.outcomes[n - 1] = reply.kind or ("ok" if reply.status == 200 else "error")
         if self.log_path:
             digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
-            line = json.dumps({"n": n, "t": time.time(), "outcome": self.outcomes[n - 1], "request": digest})
+            line = json.dumps({"n": n, "t": time.time(), "outcome": self.outcomes[n - 1], "request": digest,
+                               "tokens": self.request_tokens[n - 1]})
             with self._lock, open(self.log_path, "a", encoding="utf-8") as f:
                 f.write(line + "\n")
         delay = self.latency_s + reply.delay_s
