@@ -17,19 +17,26 @@ rerunning the same command resumes it (finished queries are skipped, failed and 
 and the LLM cache answers the calls already made).
 
 Before anything is read or written every setting is checked (one line per bad value, naming the valid
-choices). ``run.json`` records the run's identity (every resolved setting that can change its records,
-secrets redacted, and the fingerprints of the graph's input and query files) and its fingerprint; a
-command whose identity differs is refused on a directory holding finished queries, with one line naming
-the differing settings or the changed files, and ``run.lock`` refuses a second writer while one is
-running. A Hydra sweep over a setting that is not in the directory name (e.g. ``seed=0,1``)
-therefore needs ``experiment_name=...`` or ``out_dir=...`` per point.
+choices). ``run.json`` records the run's identity (every resolved setting that can change its records or
+summary, secrets redacted, and the fingerprints of the graph's input and query files) and its
+fingerprint; a command whose identity differs is refused on a directory holding finished queries, with
+one line naming the differing settings or the changed files, and ``run.lock`` refuses a second writer
+while one is running. A sweep over a setting that is not in the directory name (e.g. ``seed=0,1``) gives
+each point its own directory, the setting appended to its name (``..._test_seed1``; `ark.config.sweep`).
+A paid run is forecast, confirmed above ``confirm_usd`` and capped by ``max_cost_usd`` (`ark.config.spend`):
+
+    python experiments/run.py graph=prime estimate=true                  # the forecast (pilot where needed)
+    python experiments/run.py -m experiment=table1 max_cost_usd=200       # a capped sweep
 """
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
+from ark.config.app import command_line
 from ark.config.location import conf_dir
 from ark.config.run import job
 
@@ -40,4 +47,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv = command_line(sys.argv, "config")   # keys checked, a sweep prepared (ark.config.sweep)
     main()

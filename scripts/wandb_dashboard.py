@@ -8,7 +8,8 @@ The view filters to one experiment (the runs' W&B group, set by logger=wandb), g
 graph, and has one section per concern: final metrics (bar charts of <split>/hit@1, hit@5,
 recall@20, mrr), tool use (search vs. neighborhood shares), failure attribution (ark.eval.attribution's
 classes), cost and latency (each run's spend against its <split>/hit@1 in a scatter plot, so a sweep's
-cheaper-and-better runs stand out; US$ and tokens per run), and a run comparer of the configs. Runs
+cheaper-and-better runs stand out; US$ per run beside its forecast and cap, tokens per run), and a run
+comparer of the configs. Runs
 are tagged graph:/backbone:/budget:/ablation: by ark.eval.logger, so the runs table can be filtered
 further in the UI. Runs logged online (ark.eval.logger: a key from `wandb login` is enough) are the
 ones this view shows; offline ones appear after `wandb sync <dir>`.
@@ -50,11 +51,13 @@ def build_workspace(entity: str, project: str, experiment: str, split: str = "te
     except ImportError as e:
         raise SystemExit("this script needs wandb-workspaces: pip install wandb-workspaces==0.4.13") from e
 
+    from ark.eval.logger import COST_KEYS
+
     metric_panels = [wr.BarPlot(title=f"{split}/{m}", metrics=[f"{split}/{m}"], orientation="h") for m in METRICS]
     tool_panels = [wr.BarPlot(title="tool-call share", metrics=tool_share_metrics()),
                    wr.ScalarChart(title="complete", metric="complete")]
     cost_panels = [cost_vs_quality(split),
-                   wr.BarPlot(title="cost (US$)", metrics=["cost_usd"]),
+                   wr.BarPlot(title="cost, forecast and cap (US$)", metrics=["cost_usd", *COST_KEYS]),
                    wr.BarPlot(title="tokens", metrics=["tokens/prompt", "tokens/completion"]),
                    wr.BarPlot(title="latency (s, slowest agent)", metrics=["latency_s/mean", "latency_s/p90"])]
     from ark.eval.attribution import CLASSES

@@ -18,6 +18,7 @@ from ark.eval import runner
 from ark.eval.logger import WandbLogger, read_offline_run
 from ark.config.compose import compose
 from ark.config.identity import run_info
+from ark.llm.budget import RUN_LEDGER, Budget, Ledger
 from tests.helpers.fixtures_runs import QuerySpec, _run_stand_in
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,8 +54,10 @@ def logged(tmp_path_factory) -> dict:
     # agent 0's first search shows the gold and selects it: every summary field has a value
     queries = [QuerySpec(i, [10 + i], [[10 + i, 1], [2]], [{"search_graph": 2, "explore_neighbors": 1}] * 2,
                          shown=[[1, 10 + i], [2, 3]]) for i in range(4)]
+    # a paid run's spend fields: its cap (a budget with its ledger) and the forecast it started with
     settings = runner.RunSettings(out_dir=tmp / "run", concurrency=2, n_boot=20, progress=False, log_every=1,
-                                  extra=info)
+                                  extra=info, budget=Budget(2.5, run=Ledger(tmp / "run" / RUN_LEDGER)),
+                                  forecast={"usd": 1.25, "low": 1.0, "high": 1.5, "rests_on": 10})
     _run_stand_in(queries, settings, logger=log)
     wb_dir = log.run_dir
     log.finish()
@@ -73,6 +76,8 @@ def test_every_panel_plots_a_logged_key(logged):
     plotted = _plotted(dash.build_workspace("me", "ark", logged["experiment"], logged["split"]))
     assert plotted and plotted <= keys, sorted(plotted - keys)
     assert {f"{logged['split']}/{m}" for m in dash.METRICS} <= plotted
+    assert {"cost_usd", "forecast_usd", "budget_usd"} <= plotted
+    assert (back["summary"]["forecast_usd"], back["summary"]["budget_usd"]) == (1.25, 2.5)
 
 
 def test_cost_is_plotted_against_quality_per_run(logged):

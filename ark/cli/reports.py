@@ -10,7 +10,8 @@
 None of them calls an LLM but ``table1 --reproduce``, which first checks what the sweep needs (the
 STaRK files of each graph, the API key of each paid backbone; `ark.config.prerequisites.sweep_problems`)
 and stops with each fix when something is missing, then runs ``ark run -m experiment=table1`` in a
-process of its own (rerunning resumes).
+process of its own (rerunning resumes; the sweep is forecast, confirmed above ``confirm_usd`` and capped
+by ``max_cost_usd`` there, `ark.config.sweep`; with ``estimate=true`` only the forecast is printed).
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def cmd_table1(args) -> int:
     if rc != 0:
         say(f"the table1 sweep exited with {rc}; rerun the same command to resume")
         return rc
+    if any(o.replace(" ", "").lower() == "estimate=true" for o in args.overrides):
+        return 0   # a forecast: nothing was run, so no table to build
     build_table1(args.runs, "table1", args.paper, args.out)
     return 0
 

@@ -27,14 +27,15 @@ def _compose(overrides, config_name: str = "config"):
 
 
 def _sweep(task, config_name: str, overrides, job_name: str) -> None:
-    """A Hydra multirun of ``task``, once every point of the sweep composes (a bad option or override
-    is then one line before any job starts, not Hydra's report from inside the sweep)."""
+    """A Hydra multirun of ``task``, once the sweep is prepared (`ark.config.sweep.prepare`: every point
+    composed, so a bad option or override is one line before any job starts; directories, forecast,
+    confirmation and ledger of a paid sweep; ``estimate=true`` stops after the forecast)."""
     from ark.config.app import launch
-    from ark.config.compose import sweep_points
+    from ark.config.sweep import prepare
 
-    for point in sweep_points(overrides, config_name):
-        _compose(point, config_name)
-    launch(task, config_name, ["-m", *overrides], job_name=job_name)
+    prepared = prepare(overrides, config_name)
+    if prepared is not None:
+        launch(task, config_name, ["-m", *prepared], job_name=job_name)
 
 
 def cmd_run(args) -> int:

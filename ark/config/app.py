@@ -9,6 +9,12 @@ launchers, ``--cfg job``, ``hydra.*`` overrides), over the configs of `ark.confi
 ``ark run -m`` and ``ark diagnose -m`` go through it, so a sweep from the ``ark`` command is the sweep
 ``python experiments/run.py -m`` makes. ``job_name`` is Hydra's ``hydra.job.name`` (the name of the
 job's log file), which a decorated script takes from its own file name.
+
+`command_line` is what a decorated script's command line goes through before Hydra sees it
+(``sys.argv = command_line(sys.argv, "config")``): the overrides' keys are checked (one line naming the
+closest valid key, `ark.config.keys`), and a sweep is prepared (`ark.config.sweep.prepare`: directories,
+forecast, confirmation, ledger), so ``python experiments/run.py -m ...`` is the sweep ``ark run -m``
+launches.
 """
 
 from __future__ import annotations
@@ -30,3 +36,34 @@ def launch(task: Callable, config_name: str, args: Sequence[str], job_name: str,
         main()
     finally:
         sys.argv = saved
+
+
+def command_line(argv: Sequence[str], config_name: str) -> list[str]:
+    """``argv`` (a script's ``sys.argv``) as Hydra should see it: the same, with the overrides a prepared
+    sweep adds; an unknown key stops the process with one line (exit 2), a bad setting of a paid sweep with
+    its lines, ``estimate=true`` of a sweep once the forecast is printed (exit 0). Hydra's own flags
+    (``--cfg``, ``--help``...) and the errors Hydra reports itself (an unknown option) pass to Hydra."""
+    from hydra._internal.utils import get_args_parser
+
+    from ark.config.compose import compose, one_line
+    from ark.config.sweep import prepare
+
+    args = get_args_parser().parse_args(list(argv[1:]))
+    if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion or args.experimental_rerun:
+        return list(argv)
+    try:
+        if not args.multirun:
+            compose(args.overrides, config_name)
+            return list(argv)
+        overrides = prepare(args.overrides, config_name)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except Exception as e:
+        if type(e).__module__.split(".")[0] not in ("hydra", "omegaconf"):
+            raise
+        return list(argv)   # a bad option name or override value: Hydra says so in its own words
+    if overrides is None:
+        raise SystemExit(0)
+    given = set(args.overrides)
+    return [argv[0], *(a for a in argv[1:] if a not in given), *overrides]

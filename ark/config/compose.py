@@ -32,8 +32,23 @@ if not OmegaConf.has_resolver("tables_name"):   # registered on import: every co
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
-    """The composed config ``config_name`` (``conf/<config_name>.yaml``) under ``overrides``."""
-    from hydra import compose as hydra_compose
+    """The composed config ``config_name`` (``conf/<config_name>.yaml``) under ``overrides``; an override
+    whose key is not part of the configuration, with or without ``+``, is a ValueError in one line naming
+    the closest valid key (`ark.config.keys`)."""
+    from ark.config.keys import check_overrides
+
+    try:
+        cfg = hydra_compose(overrides, config_name)
+    except Exception:
+        check_overrides(overrides, config_name, hydra_compose)   # an unknown key: in one line, not Hydra's words
+        raise
+    check_overrides(overrides, config_name, hydra_compose, only_added=True)   # +key=... Hydra took silently
+    return cfg
+
+
+def hydra_compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
+    """Hydra's own composition of ``config_name`` under ``overrides`` (no check of the keys)."""
+    from hydra import compose as _compose
     from hydra import initialize_config_dir
 
     where = conf_dir()
@@ -41,7 +56,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         raise FileNotFoundError(f"no {config_name}.yaml in {where}: the configs ship with the checkout; "
                                 "install the package from it with pip install -e .")
     with initialize_config_dir(config_dir=str(where), version_base="1.3"):
-        return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
+        return _compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
 
 
 def sweep_points(overrides: Sequence[str] = (), config_name: str = "config") -> list[list[str]]:

@@ -53,7 +53,10 @@ NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progr
                 "backbone.backoff_max_s", "backbone.api_key_env", "backbone.endpoint_env",
                 "budget.agent.concurrency", "search.run_suffix", "search.setup.encoder",
                 "search.setup.build_embeddings", "encoder.encoder.models_dir", "encoder.encoder.cache",
-                "encoder.encoder.batch_size", "encoder.encoder.threads")
+                "encoder.encoder.batch_size", "encoder.encoder.threads",
+                # spending: how much may be spent and how fast, never what a reply says (ark.config.spend)
+                "estimate", "estimate_queries", "confirm_usd", "yes", "max_cost_usd", "sweep_ledger",
+                "run_dir_suffix", "backbone.rpm", "backbone.tpm", "backbone.price")
 ARK_ONLY = ("backbone", "budget", "ablation")
 TARGET = "_target_"   # Hydra's class import path: not a setting
 DATA_KEYS = ("data.graph", "data.queries")   # the identity's data fingerprints (`data_identity`)

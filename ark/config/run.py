@@ -30,6 +30,7 @@ from ark.config.identity import (DATA_FILES, add_data_identity, check_same_run, 
                                  run_identity, run_info)
 from ark.config.prerequisites import check_prerequisites
 from ark.config.settings import check_settings
+from ark.config import spend
 from ark import atomic
 from ark.data.stark import StarkFileError
 from ark.eval import compare, runner, shards
@@ -59,6 +60,9 @@ def run(cfg: DictConfig) -> dict:
     add_data_identity(info, source)      # the graph's and queries' fingerprints: their files are there now
     info["fingerprint"] = fingerprint(info["identity"])
     check_same_run(Path(cfg.out_dir), info)
+    if cfg.get("estimate"):   # the forecast (pilots where nothing is known), and no run
+        return {"estimate": [f.as_summary() for f in spend.estimate([cfg], run)]}
+    plan = spend.prepare(cfg, source, info["identity"])   # paid: forecast, confirmation, the cap's ledgers
     reference = _reference_run(cfg)
     try:
         lock = run_lock(out)
@@ -66,12 +70,12 @@ def run(cfg: DictConfig) -> dict:
     except RunDirInUse as e:
         raise SystemExit(str(e)) from None
     try:
-        return _run_locked(cfg, info, out, source, reference)
+        return _run_locked(cfg, info, out, source, reference, plan)
     finally:
         lock.__exit__(None, None, None)
 
 
-def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, reference) -> dict:
+def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, reference, plan=None) -> dict:
     predates_data = check_same_run(Path(cfg.out_dir), info)   # again: a writer may have finished while we waited
     try:
         graph = source.graph()
@@ -85,7 +89,8 @@ def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, refere
     atomic.write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)))
     atomic.write_json(Path(cfg.out_dir) / "run.json", info, indent=1)
 
-    retriever = instantiate(cfg.retriever.build)(graph=graph)
+    budget = plan.budget(out) if plan is not None else None
+    retriever = instantiate(cfg.retriever.build)(graph=graph, **({"budget": budget} if budget is not None else {}))
     logger = instantiate(cfg.logger)
     extra = {k: v for k, v in info.items() if k not in ("identity", DATA_FILES)}
     settings = RunSettings(
@@ -93,7 +98,8 @@ def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, refere
         metrics_mode=cfg.metrics_mode, torchmetrics=str(cfg.torchmetrics), cut=cfg.cut,
         count_failed_as_miss=cfg.count_failed_as_miss, n_boot=cfg.n_boot,
         seed=cfg.seed, progress=cfg.progress, extra={**extra, "shard": cfg.get("shard"), "limit": cfg.limit},
-        external_id=graph.external_id if graph.has_external_ids else None)
+        external_id=graph.external_id if graph.has_external_ids else None,
+        budget=budget, forecast=plan.forecast if plan is not None else None)
     name = f"{info['graph']}/{info['run_name']}" + (f"/shard{cfg.shard}" if cfg.get("shard") else "")
     backbone = instantiate(cfg.backbone) if info["retriever"] == "ark" else None
     logger.start(name, cfg.experiment_name, extra, resolved)
@@ -171,11 +177,13 @@ def job(cfg: DictConfig) -> None:
     log lines are left out unless ``verbose=true`` (`ark.logs.setup`)."""
     from ark import logs
 
+    from hydra.core.hydra_config import HydraConfig
+
     logs.setup(verbose=cfg.get("verbose") is True)
     try:
-        run(cfg)
+        result = run(cfg)
     except SystemExit:
-        from hydra.core.hydra_config import HydraConfig
-
         remove_unstarted(Path(HydraConfig.get().runtime.output_dir), Path(cfg.paths.runs))
         raise
+    if "estimate" in result:   # a forecast, no run: the directory Hydra made goes again
+        remove_unstarted(Path(HydraConfig.get().runtime.output_dir), Path(cfg.paths.runs))

@@ -96,6 +96,44 @@ def setting_problems(cfg: DictConfig) -> list[str]:
         v = OmegaConf.select(cfg, key, default=None)
         if v is not None and v not in KINDS and (key.startswith("retriever") or uses_search(cfg)):
             bad(key, f"choose one of {', '.join(KINDS)}")
+    if not any(p.startswith("bad setting in backbone") for p in problems):
+        problems += spend_problems(cfg)
+    return problems
+
+
+def spend_problems(cfg: DictConfig) -> list[str]:
+    """Bad values of the spending settings (``estimate``, ``confirm_usd``, ``max_cost_usd``, ...;
+    `ark.config.spend`), and a paid backbone whose model has no price (`ark.llm.pricing`) and none set."""
+    problems = []
+    if "estimate" not in cfg:   # a config without the spending settings (conf/diagnose.yaml)
+        return problems
+
+    def bad(key: str, want: str) -> None:
+        problems.append(f"bad setting {key}={OmegaConf.select(cfg, key)!r}: {want}")
+
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    for key in ("estimate", "yes"):
+        if not isinstance(cfg.get(key), bool):
+            bad(key, "use true or false")
+    if not (isinstance(cfg.estimate_queries, int) and not isinstance(cfg.estimate_queries, bool)
+            and cfg.estimate_queries >= 1):
+        bad("estimate_queries", "use a whole number >= 1")
+    if not (number(cfg.confirm_usd) and cfg.confirm_usd >= 0):
+        bad("confirm_usd", "use a number of US$ >= 0")
+    if cfg.max_cost_usd is not None and not (number(cfg.max_cost_usd) and cfg.max_cost_usd >= 0):
+        bad("max_cost_usd", "use a number of US$ >= 0, or null for no cap")
+    if cfg.retriever.name == "ark" and cfg.backbone.get("provider") in ("openai", "azure"):
+        from ark.llm.pricing import PRICES_AS_OF, resolve_price
+
+        b = instantiate(cfg.backbone)
+        try:
+            resolve_price(b.provider, b.model, b.name, b.prices)
+        except ValueError:
+            problems.append(f"bad setting backbone.model={b.model!r}: ark/llm/pricing.py (prices of {PRICES_AS_OF}) "
+                            "has no price for it, and a paid run needs one: set backbone.price.input_per_m=... "
+                            "backbone.price.output_per_m=... (US$ per 1M tokens)")
     return problems
 
 

@@ -20,7 +20,8 @@ reads an offline run back (config, history, summary, tags, artifacts) without th
 
 Cost beside quality: the summary holds ``cost_usd`` and ``tokens/{prompt,completion,total}`` (what the
 run spent, from the runner's summary) and, when a summary carries them, ``forecast_usd`` (the spend
-forecast before the run) and ``budget_usd`` (its cap).
+forecast before the run) and ``budget_usd`` (its cap); ``status`` and, for a run the cap stopped,
+``stop_reason`` ("budget").
 
     python experiments/run.py logger=wandb logger.project=ark graph=demo backbone=local
 """
@@ -156,7 +157,9 @@ class WandbLogger(NullLogger):
         for k in ("queries_any_gold_surfaced", "steps_to_first_gold_mean", "tokens_to_first_gold_mean"):
             if attr.get(k) is not None:
                 final[f"attribution/{k}"] = attr[k]
-        final.update({k: summary.get(k) for k in ("n", "n_failed", "complete")})
+        final.update({k: summary.get(k) for k in ("n", "n_failed", "complete", "status")})
+        if summary.get("stop_reason"):   # e.g. "budget": the spending cap stopped the run
+            final["stop_reason"] = summary["stop_reason"]
         final.update(cost_summary(summary))
         self.run.summary.update(final)
         if rows:

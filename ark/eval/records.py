@@ -16,6 +16,8 @@ a line that is not such an object is skipped with a warning and its query recomp
     partial_metrics                  degraded only: scores of the fused list of the surviving agents
     agent_metrics                    per agent: hit@5, recall@20 of its own list (ok and degraded)
     latency_s, prompt_tokens, completion_tokens, cost_usd, tool_counts (per agent), trajectory_file
+    models                           {model: calls}: the model each LLM reply names (what the provider
+                                     answered with, e.g. gpt-4.1-2025-04-14); agent runs only
 
 Scoring policy: the headline metrics average the ``ok`` queries only. A query with a failed agent is
 "degraded" (its fused list comes from fewer than n agents, which is not the method being measured)
@@ -118,6 +120,8 @@ def build_record(query, rec_ranking, retrieval, wall_s: float, error: str | None
         tool_counts=[dict(t.tool_counts()) for t in trajectories],
         trajectory_file=f"{TRAJ_DIR}/{qid}.json" if trajectories else None,
     )
+    if trajectories:
+        rec["models"] = answered_models(trajectories)
     if settings.external_id is not None:  # the ids a person knows the nodes by (tables graphs)
         rec["ranking_external"] = [settings.external_id(i) for i in rec_ranking]
         rec["gold_external"] = [settings.external_id(g) for g in gold]
@@ -128,6 +132,17 @@ def build_record(query, rec_ranking, retrieval, wall_s: float, error: str | None
             score(scored_list(r, settings.top, cands, settings.cut), gold, cands, AGENT_METRICS, settings)
             for r in rec["agent_rankings"]]
     return rec
+
+
+def answered_models(trajectories: list) -> dict[str, int]:
+    """{model: LLM replies}: the ``model`` field of every reply of the trajectories (cached ones too)."""
+    counts: dict[str, int] = {}
+    for t in trajectories:
+        for step in getattr(t, "steps", None) or []:
+            model = getattr(getattr(step, "response", None), "model", None)
+            if model:
+                counts[model] = counts.get(model, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def trajectory_intact(run_dir: Path, rec: dict) -> bool:

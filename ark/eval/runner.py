@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ark import atomic
+from ark.eval import spend
 from ark.eval.metrics import as_candidates, scored_list
 from ark.eval.records import build_record, load_predictions, trajectory_intact
 # the run directory's files are named, documented and read in ark.eval.rundir
@@ -167,6 +168,7 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
         queue.put_nowait(q)
     t_start = time.perf_counter()
     overhead = [0.0]
+    cut = [0]   # queries the spending cap cut short: not recorded, computed again by the next run
 
     fd = os.open(pred_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -183,6 +185,9 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
                     raise                   # ...unless the disk is full (the LLM cache's, say)
                 error = f"{type(e).__name__}: {e}"
             t1 = time.perf_counter()
+            if settings.budget is not None and spend.cut_by_budget(retrieval, error):
+                cut[0] += 1
+                return
             ranking = scored_list(getattr(retrieval, "ranking", None) or [], settings.top, cands, settings.cut)
             rec = build_record(q, ranking, retrieval, t1 - t0, error, settings, cands)
             trajs = getattr(retrieval, "trajectories", None) if retrieval is not None else None
@@ -191,7 +196,7 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
             _append(fd, (json.dumps(rec) + "\n").encode("utf-8"))
             running.add(rec)
             bar.update(1)
-            bar.set_postfix(running.postfix(), refresh=False)
+            bar.set_postfix({**running.postfix(), **spend.bar_fields(settings)}, refresh=False)
             n = running.ok + running.failed
             if logger is not None and settings.log_every and n % settings.log_every == 0:
                 logger.log_running({"done": n, **running.means(), "failed": running.failed,
@@ -200,7 +205,7 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
             overhead[0] += time.perf_counter() - t1
 
         async def worker() -> None:
-            while True:
+            while settings.budget is None or not settings.budget.exhausted:   # at the cap no query starts
                 try:
                     q = queue.get_nowait()
                 except asyncio.QueueEmpty:
@@ -225,6 +230,7 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
     summary["this_run"] = {"computed": len(todo), "skipped": len(queries) - len(todo), "wall_s": wall,
                            "bookkeeping_s_per_query": overhead[0] / len(todo) if todo else 0.0,
                            "trajectories_rebuilt": len(lost)}
+    summary = spend.apply(summary, settings, cut[0])
     atomic.write_json(out / METRICS_FILE, summary)
     if logger is not None:
         logger.log_final(summary, per_query_rows(out, queries, settings), out)

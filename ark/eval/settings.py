@@ -38,6 +38,9 @@ class RunSettings:
     extra: dict = field(default_factory=dict)   # written into metrics.json["run"] (split, names, ...)
     external_id: Callable[[int], Any] | None = None  # node id -> the source's own id, recorded beside
                                                 # ranking and gold as ranking_external/gold_external
+    budget: Any = None                          # ark.llm.budget.Budget the run's LLM client spends under
+                                                # (ark.eval.spend: the cap stops the run, the bar shows it)
+    forecast: dict | None = None                # what the run was forecast to pay (ark.eval.forecast)
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)

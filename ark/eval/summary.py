@@ -3,8 +3,8 @@
 
 Summary (``metrics.json``): n, n_ok, n_degraded, n_failed, n_missing, complete, status, agents
 {ok, failed}, metrics {name: mean, ci_low, ci_high, n}, tool calls and shares, neighbor calls per
-trajectory, latency, tokens, cost, failed_queries, degraded_queries, run (the caller's ``extra``),
-attribution, warning/note; the runner adds this_run {computed, skipped, wall_s,
+trajectory, latency, tokens, cost, answered_models (agent runs: {model: LLM replies}, as the provider
+named itself), failed_queries, degraded_queries, run (the caller's ``extra``), attribution, warning/note; the runner adds this_run {computed, skipped, wall_s,
 bookkeeping_s_per_query, trajectories_rebuilt}.
 
 The summary's ``status`` is "complete" (every query ok), "degraded" (nothing missing or failed, some
@@ -167,6 +167,11 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
         "run": dict(settings.extra),
     }
     summary["tokens"]["total"] = summary["tokens"]["prompt"] + summary["tokens"]["completion"]
+    models: Counter = Counter()
+    for r in attempted:
+        models.update(r.get("models") or {})
+    if models:   # the models the provider answered with, over every LLM reply of the recorded queries
+        summary["answered_models"] = dict(sorted(models.items()))
     if not complete:
         summary["warning"] = (f"{state.upper()}: {len(failed)} failed, {len(degraded)} degraded (some of their "
                               f"agents failed) and {n_missing} missing of {len(pairs)} queries; the metrics "

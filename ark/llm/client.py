@@ -36,6 +36,10 @@ Errors raised by ``chat`` (all subclass ``LLMError``):
 
 HTTP goes through ``ark.llm.transport`` (aiohttp by default, or the openai SDK's httpx transport with
 ``http="openai"``; the SDK's own retries are off), so the retries here are the only ones.
+Before each HTTP attempt the request waits for its slot under the backbone's ``rpm``/``tpm``
+(`ark.llm.pacing`, one pacer per backbone and process); before each call the cache cannot answer, a
+client given a ``budget`` (`ark.llm.budget.Budget`) asks it for room under the spending cap and pays
+the reply into its ledgers (``BudgetExhausted``, an ``LLMTransportError``, at the cap).
 With a ``ResponseCache`` a repeated request makes no HTTP call and returns the stored reply
 (tokens, latency and all) with ``cached=True``.
 """
@@ -54,6 +58,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ark.llm import pacing
 from ark.llm.cache import ResponseCache, cache_key
 from ark.llm.pricing import Price, resolve_price
 from ark.llm.replicas import transport_for, urls_of
@@ -218,6 +223,11 @@ class BackboneConfig:
     backoff_base_s: float = 1.0  # first backoff; doubles per retry, jittered to [0.5x, 1x]
     backoff_max_s: float = 60.0  # cap on one backoff (and on an honoured Retry-After)
     prices: tuple[float, float] | None = None  # US$ per 1M (input, output); default: ark.llm.pricing
+    # the price by name, {input_per_m: US$, output_per_m: US$} per 1M tokens (sets `prices`); a paid model
+    # that ark.llm.pricing does not know is refused unless it is given
+    price: dict | None = None
+    rpm: float | None = None  # requests per minute the provider allows: requests are paced under it (ark.llm.pacing)
+    tpm: float | None = None  # tokens per minute (prompt + max_tokens, as OpenAI counts them): paced the same way
     # ark.agent.AgentConfig options this backbone runs with unless the command line says otherwise
     # (conf/budget reads them, e.g. {"first_search": true} for a small local model); the client ignores them
     agent: dict = field(default_factory=dict)
@@ -259,6 +269,13 @@ class BackboneConfig:
                              f"(got {self.max_retries}, {self.max_tokens}, {self.timeout_s})")
         self.extra_body = _plain(self.extra_body or {})
         self.agent = _plain(self.agent or {})
+        self.price = _plain(self.price) if self.price is not None else None
+        if self.price is not None and any(v is not None for v in self.price.values()):
+            self.prices = _named_price(self.price)
+        for key in ("rpm", "tpm"):
+            v = getattr(self, key)
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
+                raise ValueError(f"{key} must be a number > 0 (per minute) or null for no pacing, got {v!r}")
         if self.prices is not None:
             prices = _plain(self.prices)
             if len(prices) != 2:
@@ -271,6 +288,21 @@ class BackboneConfig:
     def to_dict(self) -> dict:
         """Plain dict, safe to save (it holds env-var names only)."""
         return asdict(self)
+
+
+def _named_price(price: Mapping[str, Any]) -> tuple[float, float]:
+    """``{"input_per_m": x, "output_per_m": y}`` -> (x, y), both given and >= 0."""
+    unknown = sorted(set(price) - {"input_per_m", "output_per_m"})
+    if unknown:
+        raise ValueError(f"price has no field {unknown[0]!r}; its fields are input_per_m, output_per_m")
+    values = []
+    for key in ("input_per_m", "output_per_m"):
+        v = price.get(key)
+        if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ValueError(f"price.{key} must be a number >= 0 (US$ per 1M tokens) when a price is given, "
+                             f"got {v!r}; set both input_per_m and output_per_m")
+        values.append(float(v))
+    return values[0], values[1]
 
 
 @dataclass
@@ -391,11 +423,13 @@ class LLMClient:
     """Async chat client for one backbone (see module doc). Share one per run: it is safe to
     call ``chat`` from many tasks at once; bound concurrency outside."""
 
-    def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None):
+    def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None, budget=None):
         self.config = config
         self.price: Price = resolve_price(config.provider, config.model, config.name, config.prices)
         self.cache = ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
         self.stats = LLMStats()
+        self.budget = budget  # an ark.llm.budget.Budget: consulted before each call the cache cannot answer
+        self.pacer = pacing.for_backbone(config)  # rpm/tpm: one pacer per backbone and process, or None
         self._route = _route(config)  # checks credentials now
         self._transport: Any = None
         self._transport_loop: asyncio.AbstractEventLoop | None = None
@@ -407,8 +441,10 @@ class LLMClient:
         if self._transport is None or self._transport_loop is not loop:
             old, old_loop = self._transport, self._transport_loop
             # swap before any await: the other tasks of this loop must find the new one
-            self._transport = transport_for(self._route, self.config.base_url, self.config.http, self.config.timeout_s,
-                                            make=make_transport)
+            self._transport = pacing.paced(
+                transport_for(self._route, self.config.base_url, self.config.http, self.config.timeout_s,
+                              make=make_transport),
+                getattr(self, "pacer", None))
             self._transport_loop = loop
             await _release(old, old_loop)
         return self._transport
@@ -457,7 +493,13 @@ class LLMClient:
                 resp = ChatResponse.from_json(hit)
                 resp.cached = True
                 return resp
-        resp = await self._call_with_retries(messages, tools, params)
+        resp, ticket = None, (await self.budget.reserve(self.price, messages, tools, self.config.max_tokens)
+                              if self.budget is not None else None)   # BudgetExhausted at the cap
+        try:
+            resp = await self._call_with_retries(messages, tools, params)
+        finally:
+            if ticket is not None:
+                self.budget.settle(ticket, resp)   # its cost into the ledgers; a failed call costs nothing
         self.stats.prompt_tokens += resp.prompt_tokens
         self.stats.completion_tokens += resp.completion_tokens
         self.stats.cost_usd += resp.cost_usd

@@ -4,6 +4,10 @@ Source: OpenAI API pricing page (https://platform.openai.com/docs/pricing), stan
 batch discount, no cached-input discount; checked 2025-04 (GPT-4.1 launch prices) and unchanged in
 third-party trackers through 2026-03. Azure OpenAI global-standard deployments list the same rates.
 Self-hosted backends (vLLM, local llama.cpp) cost 0 here: their cost is GPU time, not tokens.
+A paid model (provider openai or azure) that this table does not know is refused before a run starts
+(`ark.config.settings`) unless the backbone names its price (``backbone.price.input_per_m``,
+``backbone.price.output_per_m``). Costs are at the uncached input price: OpenAI bills the part of a
+prompt it served from its prompt cache at a lower rate, so real bills can be lower than these figures.
 
     from ark.llm.pricing import estimate_cost
     estimate_cost("gpt-4.1", prompt_tokens=12_000, completion_tokens=800)   # -> 0.0304
@@ -47,17 +51,18 @@ def resolve_price(provider: str, model: str, name: str | None = None,
                   override: tuple[float, float] | None = None) -> Price:
     """The price a backbone is billed at: an explicit ``override`` (input, output per 1M) wins;
     vLLM/local are free; else the table entry for ``model`` or, for Azure deployments named
-    differently, for the backbone ``name``. Raises ValueError naming the model and known ones."""
+    differently, for the backbone ``name`` (only for Azure: elsewhere ``model`` is what is billed).
+    Raises ValueError naming the model and known ones."""
     if override is not None:
         return Price(float(override[0]), float(override[1]))
     if provider in FREE_PROVIDERS:
         return Price(0.0, 0.0)
-    for candidate in (model, name):
+    for candidate in (model, name) if provider == "azure" else (model,):   # Azure: model is a deployment name
         if candidate and (p := lookup_price(candidate)) is not None:
             return p
     raise ValueError(
         f"no price for model {model!r} (backbone {name!r}); known models: {sorted(PRICES)}. "
-        "Set `prices: [input_per_1M, output_per_1M]` in the backbone config."
+        "Set its price: backbone.price.input_per_m=... backbone.price.output_per_m=... (US$ per 1M tokens)."
     )
 
 

@@ -58,9 +58,11 @@ of requests with a fault (429 + Retry-After, 5xx, a hang past the client's timeo
 a context-length error, a dropped connection) instead of their reply. ``server.outcomes[i]`` says
 what request i got ("ok", or the fault's kind; "error" for other scripted non-200 replies), so a test
 can count the successful replies it would have paid for. ``log_path=`` also appends one JSON line per
-request ({"n", "t" (time.time()), "outcome", "request" (SHA-256 of the request body)}) to a file, for
-a server run in a process of its own.
+request ({"n", "t" (time.time()), "outcome", "request" (SHA-256 of the request body), "tokens" (what it
+counted against ``tpm_limit``)}) to a file, for a server run in a process of its own.
 
+``ScriptedServer(answer_model="gpt-4.1-2025-04-14")`` names that model in every reply, as a provider
+names the snapshot an alias points to (default: the model the request asked for).
 ``ScriptedServer(latency_s=0.2)`` adds a fixed latency to every response (the agent benchmark).
 ``ScriptedServer(capacity=k)`` answers at most ``k`` chat requests at once, like a model server whose
 batch is full; the others wait their turn (their latency starts when a slot frees), so the server's
@@ -75,7 +77,15 @@ Embeddings: ``POST .../embeddings`` answers OpenAI's embeddings format (``encodi
 (a normalised bag of hashed words, ``embedding_dim`` wide: texts sharing words get close vectors).
 Requests land in ``server.embedding_requests``; ``push_embedding_errors(reply, ...)`` makes the next
 embedding requests fail with those (error) replies first (retries, 429s).
-Every ``Reply`` may set ``prompt_tokens``/``completion_tokens`` (usage reported back).
+Every ``Reply`` may set ``prompt_tokens``/``completion_tokens`` (usage reported back); `with_usage`
+sets them from the request and the reply as a tokenizer would count them (`token_count`: words and
+punctuation marks), so a prompt grows with the observations a conversation has gathered.
+
+Rate limits: ``ScriptedServer(rpm_limit=..., tpm_limit=...)`` enforces requests and tokens per minute
+over a sliding 60-second window, counting each request as OpenAI does (one request; its prompt tokens,
+by `token_count`, plus its ``max_tokens``), and answers a request past a limit with HTTP 429 and a
+``Retry-After`` of the seconds until it would fit (outcome "rate_limited"). ``server.request_tokens``
+lists what each chat request was counted (0 for the ones refused).
 """
 
 from __future__ import annotations
@@ -108,6 +118,8 @@ __all__ = [
     "slow",
     "text_reply",
     "tool_reply",
+    "token_count",
+    "with_usage",
 ]
 
 CONTEXT_LENGTH_MESSAGE = (
@@ -254,6 +266,36 @@ def hashed_embedding(text: str, dim: int = 64) -> list[float]:
     return [x / n for x in v]
 
 
+_TOKEN = None
+
+
+def token_count(obj: Any) -> int:
+    """Tokens of a text (or of the JSON of anything else) as a tokenizer would roughly count them: one
+    per word and one per punctuation mark."""
+    import re
+
+    global _TOKEN
+    if _TOKEN is None:
+        _TOKEN = re.compile(r"\w+|[^\w\s]")
+    text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
+    return len(_TOKEN.findall(text))
+
+
+def prompt_tokens(request: dict) -> int:
+    """A chat request's prompt tokens: its messages (4 more per message, as chat formats add) and tools."""
+    msgs = request.get("messages", [])
+    return token_count(msgs) + 4 * len(msgs) + (token_count(request["tools"]) if request.get("tools") else 0)
+
+
+def with_usage(request: dict, reply: Reply) -> Reply:
+    """``reply`` reporting the usage a real model would: the request's prompt tokens (`prompt_tokens`)
+    and its own tool calls and content as completion tokens."""
+    reply.prompt_tokens = prompt_tokens(request)
+    reply.completion_tokens = 3 + token_count(reply.content or "") + sum(
+        token_count(name) + token_count(args) + 4 for name, args in reply.tool_calls)
+    return reply
+
+
 def first_user_message(request: dict) -> str | None:
     """Default conversation key: the content of the first ``user`` message."""
     for m in request.get("messages", []):
@@ -289,6 +331,9 @@ class ScriptedServer:
         port: int = 0,
         embedder: Callable[[str], list[float]] | None = None,
         embedding_dim: int = 64,
+        rpm_limit: float | None = None,
+        tpm_limit: float | None = None,
+        answer_model: str | None = None,
     ):
         self._script: list[Reply] = list(script)
         self._pos = 0
@@ -305,6 +350,10 @@ class ScriptedServer:
         self.request_headers: list[dict[str, str]] = []  # lower-case names
         self.request_paths: list[str] = []  # URL path + query, same order
         self.calls = 0  # chat requests received (all statuses)
+        self.rpm_limit, self.tpm_limit = rpm_limit, tpm_limit
+        self.answer_model = answer_model  # the ``model`` replies name (default: the one asked for)
+        self.request_tokens: list[int] = []  # what each chat request counted against tpm_limit (0: refused)
+        self._window: list[tuple[float, int]] = []  # (arrival, tokens) of the requests of the last minute
         self.in_flight = 0  # chat requests received and not yet answered
         self.max_in_flight = 0  # the most chat requests held at once
         self.gate, self.gate_timeout_s = gate, gate_timeout_s
@@ -433,6 +482,37 @@ class ScriptedServer:
                 return self._script[self._pos - 1]
         return None
 
+    def _over_limit(self, request: dict, n: int) -> Reply | None:
+        """A 429 for request ``n`` when it does not fit the rate limits of the last minute, else None
+        (the request is then counted)."""
+        if self.rpm_limit is None and self.tpm_limit is None:
+            return None
+        tokens = prompt_tokens(request) + int(request.get("max_tokens") or 0)
+        with self._lock:
+            now = time.monotonic()
+            self._window = [(t, k) for t, k in self._window if t > now - 60.0]
+            wait = 0.0
+            if self.rpm_limit is not None and len(self._window) + 1 > self.rpm_limit:
+                wait = max(wait, self._window[0][0] + 60.0 - now)
+            if self.tpm_limit is not None:
+                excess = sum(k for _, k in self._window) + tokens - self.tpm_limit
+                if excess > 0:
+                    freed = 0
+                    for t, k in self._window:   # the time until enough of the window has expired
+                        freed += k
+                        if freed >= excess:
+                            wait = max(wait, t + 60.0 - now)
+                            break
+                    else:
+                        wait = 60.0
+            if wait > 0:
+                reply = rate_limited(retry_after=round(wait + 0.05, 2))
+                reply.kind = "rate_limited"
+                return reply
+            self._window.append((now, tokens))
+            self.request_tokens[n - 1] = tokens
+        return None
+
     def _answer(self, request: dict, headers: dict[str, str],
                 path: str) -> tuple[int, dict[str, str], Any, float]:
         with self._lock:
@@ -443,7 +523,9 @@ class ScriptedServer:
             self.request_times.append(time.monotonic())
             self.request_headers.append(headers)
             self.outcomes.append("")
-        reply = self._choose(request)
+            self.request_tokens.append(0)
+        limited = self._over_limit(request, n)
+        reply = limited or self._choose(request)
         if reply is None:
             self.outcomes[n - 1] = "error"
             body = {"error": {"message": f"scripted server: no reply scripted for request #{n}",
@@ -452,7 +534,8 @@ class ScriptedServer:
         self.outcomes[n - 1] = reply.kind or ("ok" if reply.status == 200 else "error")
         if self.log_path:
             digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
-            line = json.dumps({"n": n, "t": time.time(), "outcome": self.outcomes[n - 1], "request": digest})
+            line = json.dumps({"n": n, "t": time.time(), "outcome": self.outcomes[n - 1], "request": digest,
+                               "tokens": self.request_tokens[n - 1]})
             with self._lock, open(self.log_path, "a", encoding="utf-8") as f:
                 f.write(line + "\n")
         delay = self.latency_s + reply.delay_s
@@ -475,7 +558,7 @@ class ScriptedServer:
             "id": f"chatcmpl-scripted-{n}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": request.get("model", "scripted"),
+            "model": self.answer_model or request.get("model", "scripted"),
             "choices": [{"index": 0, "message": message,
                          "finish_reason": "tool_calls" if calls else "stop"}],
             "usage": {"prompt_tokens": reply.prompt_tokens,

@@ -1,0 +1,159 @@
+"""Benchmark the cost forecast: a 10-query pilot's forecast against the measured cost of the whole run.
+
+    python scripts/bench_forecast.py                    # the demo's test split (480 queries), ARK t20_n3, GPT-4.1 prices
+    python scripts/bench_forecast.py --split val --pilot 20
+
+One run of ``ark.config.run.run`` with ``estimate=true`` (the pilot: the run on its first ``--pilot``
+queries, then the forecast of the rest), then the real run over the whole split, both with the real
+``gpt-4.1`` backbone config sent to the scripted OpenAI-compatible server (tests/helpers/scripted_server.py),
+which answers with `tests.helpers.policies.ark_like`: trajectories shaped like GPT-4.1's (a search of the
+question, then searches and neighbor explorations, then select and finish; 2 to 12 steps per agent) and
+the usage a tokenizer would count (every prompt carries the observations gathered so far). Reported:
+
+  - the forecast of what the run still pays (the queries after the pilot) and its 95% interval, against
+    what it paid (its ledger), and whether that falls inside;
+  - the same for the run's whole cost (the pilot's queries included);
+  - every other disjoint slice of ``--pilot`` queries taken as the pilot (forecasts made from the run's
+    own per query costs with `ark.eval.forecast.forecast`): how many of their intervals hold the cost of
+    the rest of the run (the interval's coverage);
+  - the token counts the run measured (LLM calls per agent, first prompt, what each step adds to the
+    prompt, completion tokens per call), the ones `ark.eval.forecast.TokenModel.typical` carries, and what
+    that model and the run's settings' worst case say per query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def token_stats(run_dir: Path) -> dict:
+    """Per agent and per step token counts of a run's trajectories."""
+    from ark.eval.rundir import RunDir
+
+    run = RunDir(run_dir)
+    steps, first, growth, completion = [], [], [], []
+    for _, trajs in run.iter_trajectories():
+        for t in trajs:
+            prompts = [s["prompt_tokens"] for s in t["steps"]]
+            steps.append(len(prompts))
+            if prompts:
+                first.append(prompts[0])
+            growth += [b - a for a, b in zip(prompts, prompts[1:])]
+            completion += [s["completion_tokens"] for s in t["steps"]]
+    return {"agents": len(steps), "steps_per_agent": statistics.mean(steps), "first_prompt": statistics.mean(first),
+            "prompt_growth_per_step": statistics.mean(growth), "completion_per_call": statistics.mean(completion)}
+
+
+def slices_coverage(run_dir: Path, pilot: int) -> tuple[int, int]:
+    """Of the disjoint slices of ``pilot`` queries taken as the pilot, how many forecasts hold the cost of
+    the rest of the run."""
+    from ark.eval.forecast import QueryCost, forecast, measured_costs
+
+    costs = list(measured_costs([run_dir]).values())
+    total = sum(c.usd for c in costs)
+    inside = n = 0
+    for start in range(0, len(costs) - pilot + 1, pilot):
+        sample: list[QueryCost] = costs[start:start + pilot]
+        f = forecast("slice", sample, to_pay=len(costs) - pilot, seed=start)
+        rest = total - sum(c.usd for c in sample)
+        inside += f.low <= rest <= f.high
+        n += 1
+    return inside, n
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--split", default="test")
+    p.add_argument("--pilot", type=int, default=10, help="estimate_queries: the pilot's queries")
+    p.add_argument("--limit", type=int, default=None, help="the run's queries (default: the whole split)")
+    a = p.parse_args(argv)
+
+    from ark.config.compose import compose
+    from ark.config.run import run
+    from ark.eval.forecast import TokenModel
+    from ark.llm.pricing import PRICES
+    from tests.helpers.paths import DEMO_ROOT
+    from tests.helpers.policies import ark_like
+    from tests.helpers.scripted_server import ScriptedServer
+
+    os.environ.setdefault("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_forecast_"))
+    with ScriptedServer(responder=ark_like) as server:
+        overrides = [f"paths.data={DEMO_ROOT}", "graph=demo", "backbone=gpt-4.1", f"+backbone.base_url={server.base_url}",
+                     f"paths.runs={tmp}/runs", f"paths.llm_cache={tmp}/llm.sqlite", f"split={a.split}",
+                     "progress=false", "n_boot=200", "yes=true", *([f"limit={a.limit}"] if a.limit else [])]
+        t0 = time.perf_counter()
+        (fc,) = run(compose([*overrides, "estimate=true", f"estimate_queries={a.pilot}"]))["estimate"]
+        t1 = time.perf_counter()
+        summary = run(compose(overrides))
+        t2 = time.perf_counter()
+        calls = server.calls
+    run_dir = Path(compose(overrides).out_dir)
+    paid, whole = summary["paid_usd"], summary["cost_usd"]
+    pilot_cost = whole - paid
+    print(f"\nrun: {summary['n']} queries of demo/{a.split}, ARK t20_n3 on gpt-4.1 prices; {calls:,} LLM calls; "
+          f"pilot + forecast {t1 - t0:.0f} s, run {t2 - t1:.0f} s")
+    print(f"pilot: {fc['rests_on']} queries, ${pilot_cost:.2f}")
+    rows = [("still to pay", fc["usd"], fc["low"], fc["high"], paid),
+            ("whole run", fc["usd"] + pilot_cost, fc["low"] + pilot_cost, fc["high"] + pilot_cost, whole)]
+    print(f"{'':14} {'forecast':>9} {'95% interval':>19} {'measured':>9}  inside  measured/forecast")
+    for name, mid, lo, hi, got in rows:
+        print(f"{name:14} {mid:9.2f} [{lo:7.2f}, {hi:7.2f}] {got:9.2f}  {'yes' if lo <= got <= hi else 'NO':>6}  "
+              f"{got / mid:.3f}")
+    inside, n = slices_coverage(run_dir, a.pilot)
+    print(f"other {a.pilot}-query pilots (disjoint slices of this run): {inside} of {n} intervals hold the rest "
+          f"({100 * inside / n:.0f}%)")
+    stats = token_stats(run_dir)
+    print("measured tokens: " + ", ".join(f"{k} {v:,.1f}" for k, v in stats.items()))
+    price = PRICES["gpt-4.1"]
+    per_query = summary["cost_usd"] / summary["n"]
+    typical = TokenModel.typical()
+    worst = TokenModel.worst(20, 2000, 1024)
+    print(f"per query (3 agents): measured ${per_query:.4f}; TokenModel.typical ${typical.query(3, price).usd:.4f} "
+          f"({json.dumps(typical.__dict__)}); worst case ${worst.query(3, price).usd:.4f}")
+    table1(per_query, stats)
+    return 0
+
+
+# test queries per graph, from the paper's appendix table (STaRK's split files decide at run time)
+PAPER_TEST_QUERIES = {"amazon": 1638, "mag": 2664, "prime": 2016}
+
+
+def table1(per_query_gpt41: float, stats: dict) -> None:
+    """What Table 1's ARK rows (GPT-4.1 and GPT-4o, n = 3, T_max = 20, on the three test splits) would cost
+    at this run's measured cost per query; with observations twice as long as the demo's (STaRK's longer
+    documents fill the 160-character snippets); and in the worst case of those settings."""
+    from ark.eval.forecast import TokenModel
+    from ark.llm.pricing import PRICES
+
+    n = sum(PAPER_TEST_QUERIES.values())
+    measured = TokenModel(system_tokens=stats["first_prompt"] - 40, question_tokens=40,
+                          steps=stats["steps_per_agent"],
+                          observation_tokens=stats["prompt_growth_per_step"] - stats["completion_per_call"],
+                          reply_tokens=stats["completion_per_call"])
+    longer = TokenModel(**{**measured.__dict__, "observation_tokens": 2 * measured.observation_tokens})
+    worst = TokenModel.worst(20, 2000, 1024)
+    g41, g4o = PRICES["gpt-4.1"], PRICES["gpt-4o"]
+    ratio_4o = measured.query(3, g4o).usd / measured.query(3, g41).usd
+    ratio_longer = longer.query(3, g41).usd / measured.query(3, g41).usd
+    print(f"\nTable 1 estimate, {n:,} test queries ({PAPER_TEST_QUERIES}), ARK t20_n3 (US$):")
+    print(f"{'':34} {'GPT-4.1':>10} {'GPT-4o':>10} {'both':>10}")
+    for name, q41 in (("measured cost per query", per_query_gpt41),
+                      ("observations twice as long", per_query_gpt41 * ratio_longer),
+                      ("worst case (20 steps, full budgets)", worst.query(3, g41).usd)):
+        a, b = n * q41, n * q41 * ratio_4o
+        print(f"{name:34} {a:10,.0f} {b:10,.0f} {a + b:10,.0f}   (${q41:.4f} per GPT-4.1 query)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

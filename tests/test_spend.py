@@ -1,0 +1,146 @@
+"""Paid runs under control, against the scripted OpenAI-compatible server standing in for OpenAI: the
+forecast and its pilot (whose replies the real run does not pay for again), the confirmation refused
+without a terminal, the spending cap (a run stopped at the cap, resumed with a higher one, no reply paid
+twice, the totals adding up), and the recorded model the provider answered with.
+
+The backbone is the real ``gpt-4.1`` config (provider openai, priced by ark/llm/pricing.py) sent to the
+scripted server; its replies follow `tests.helpers.policies.ark_like` with realistic token counts."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from ark.cli.main import main
+from ark.config.compose import compose
+from ark.config.run import run
+from ark.eval.rundir import RunDir
+from ark.llm.budget import RUN_LEDGER, Ledger
+from ark.llm.pricing import PRICES
+from tests.helpers.paths import DEMO_ROOT
+from tests.helpers.policies import ark_like
+from tests.helpers.scripted_server import ScriptedServer
+
+SNAPSHOT = "gpt-4.1-2025-04-14"
+
+
+@pytest.fixture()
+def server(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    # asked for the alias, the provider answers with the snapshot it points to
+    with ScriptedServer(responder=ark_like, answer_model=SNAPSHOT) as s:
+        yield s
+
+
+def _overrides(server, tmp: Path, *extra: str) -> list[str]:
+    return [f"paths.data={DEMO_ROOT}", "graph=demo", "backbone=gpt-4.1", "backbone.model=gpt-4.1",
+            f"+backbone.base_url={server.base_url}", f"paths.runs={tmp}/runs", f"paths.llm_cache={tmp}/llm.sqlite",
+            "budget=t5_n1", "budget.agent.n_agents=2", "progress=false", "n_boot=20", *extra]
+
+
+def _digest(request: dict) -> str:
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+
+def _price(prompt: int, completion: int) -> float:
+    p = PRICES["gpt-4.1"]
+    return (prompt * p.input_per_m + completion * p.output_per_m) / 1e6
+
+
+def test_estimate_pilots_then_the_run_pays_no_call_twice(server, tmp_path, capsys):
+    est = run(compose(_overrides(server, tmp_path, "limit=12", "estimate=true", "estimate_queries=4")))
+    printed = capsys.readouterr().out
+    runs = tmp_path / "runs" / "default" / "demo"
+    pilot_dir, run_dir = runs / "ark-gpt-4.1-t5_n2-full_test_limit4", runs / "ark-gpt-4.1-t5_n2-full_test_limit12"
+    # the pilot's cost is stated before it starts; it is the run on its first 4 queries, in its own directory
+    said = printed.index("pilot of default/demo/ark-gpt-4.1-t5_n2-full_test_limit12: its first 4 queries x 2 agents, about $")
+    assert said < printed.index(f"{pilot_dir}: 4/4 ok")
+    assert not run_dir.exists()                       # estimate=true runs nothing but the pilot
+    (f,) = est["estimate"]
+    assert (f["queries"], f["replayed"], f["to_pay"], f["rests_on"], f["basis"]) == (12, 4, 8, 4, "measured")
+    assert 0 < f["low"] <= f["usd"] <= f["high"]
+    assert "forecast (US$ at ark/llm/pricing.py's prices of" in printed and "4 queries" in printed
+    pilot_requests = {_digest(r) for r in server.requests}
+
+    before = len(server.requests)
+    summary = run(compose(_overrides(server, tmp_path, "limit=12")))
+    assert summary["status"] == "complete" and summary["forecast_usd"] == pytest.approx(f["usd"])
+    real = [_digest(r) for r in server.requests[before:]]
+    assert real and not set(real) & pilot_requests          # the pilot's 4 queries came from the LLM cache
+    assert len(set(real)) == len(real)                       # and no call of the run was made twice
+    # the recorded model is the one the provider answered with, for every reply (cached ones too)
+    steps = sum(a["steps"] for r in RunDir(run_dir).records() for a in r["agents"])
+    assert summary["answered_models"] == {SNAPSHOT: steps}
+    # what is measured now answers the forecast: no pilot, nothing left to pay
+    again = run(compose(_overrides(server, tmp_path, "limit=12", "estimate=true", "estimate_queries=4")))
+    assert "pilot of" not in capsys.readouterr().out
+    assert (again["estimate"][0]["done"], again["estimate"][0]["to_pay"]) == (12, 0)
+
+
+def test_a_paid_run_above_confirm_usd_is_refused_without_a_terminal(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))     # CI, SLURM, nohup: no terminal
+    args = ["run", *_overrides(server, tmp_path, "limit=12", "confirm_usd=0.01")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ark run: error: this run (default/demo/ark-gpt-4.1-t5_n2-full_test_"
+                                                   "limit12) may spend up to $")
+    assert "above confirm_usd=0.01, and there is no terminal to confirm on: rerun with yes=true" in err
+    assert server.calls == 0 and not (tmp_path / "runs").exists()
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))     # asked, and the answer is no
+    assert main(args) == 2
+    assert "not started: this run (default/demo/ark-gpt-4.1-t5_n2-full_test_limit12) was not confirmed" in \
+        capsys.readouterr().err
+    assert server.calls == 0 and not (tmp_path / "runs").exists()
+    # a cap within confirm_usd needs no confirmation
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main(["run", *_overrides(server, tmp_path, "limit=2", "confirm_usd=0.05", "max_cost_usd=0.05")]) == 0
+    assert server.calls > 0
+
+
+def test_the_cap_stops_a_run_a_higher_cap_resumes_it_and_nothing_is_paid_twice(server, tmp_path, capsys):
+    cap = 0.12
+    first = run(compose(_overrides(server, tmp_path, "limit=12", "concurrency=3", f"max_cost_usd={cap}", "yes=true")))
+    out = Path(tmp_path / "runs" / "default" / "demo" / "ark-gpt-4.1-t5_n2-full_test_limit12")
+    assert (first["complete"], first["status"], first["stop_reason"], first["budget_usd"]) == \
+        (False, "incomplete", "budget", cap)
+    assert 0 < first["paid_usd"] <= cap                      # the cap is never passed
+    assert first["n_missing"] > 0 and first["n_ok"] + first["n_missing"] == 12   # cut queries are not recorded
+    assert json.loads((out / "metrics.json").read_text())["stop_reason"] == "budget"
+    assert "INCOMPLETE (budget): the spending cap max_cost_usd=0.12 is reached" in capsys.readouterr().out
+    paid_first = Ledger(out / RUN_LEDGER).total()
+    assert paid_first == pytest.approx(first["paid_usd"])
+
+    second = run(compose(_overrides(server, tmp_path, "limit=12", "concurrency=3", "max_cost_usd=5", "yes=true")))
+    assert second["status"] == "complete" and "stop_reason" not in second
+    digests = [_digest(r) for r in server.requests]
+    assert len(digests) == len(set(digests)) and set(server.outcomes) == {"ok"}   # no reply paid twice
+    # the totals add up: both attempts' payments = every reply the server sent = the run's cost
+    sent = sum(_price(r.prompt_tokens, r.completion_tokens) for r in map(ark_like, server.requests))
+    assert second["paid_usd"] == pytest.approx(sent) == pytest.approx(second["cost_usd"])
+    assert second["paid_usd"] == pytest.approx(paid_first + second["paid_this_run_usd"])
+
+
+def test_a_paid_model_without_a_price_is_refused_unless_its_price_is_set(tmp_path, capsys, monkeypatch):
+    from ark.config.settings import setting_problems
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    unpriced = ["graph=demo", f"paths.data={DEMO_ROOT}", "backbone=gpt-4.1", "backbone.model=gpt-5-2025-08-07"]
+    assert main(["run", *unpriced, f"paths.runs={tmp_path / 'runs'}"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("ark run: error: bad setting backbone.model='gpt-5-2025-08-07': ark/llm/pricing.py (prices of "
+                   "2025-04-14) has no price for it, and a paid run needs one: set backbone.price.input_per_m=... "
+                   "backbone.price.output_per_m=... (US$ per 1M tokens)\n")
+    assert not (tmp_path / "runs").exists()
+    priced = compose([*unpriced, "backbone.price.input_per_m=1.25", "backbone.price.output_per_m=10"])
+    assert setting_problems(priced) == []
+    half = setting_problems(compose([*unpriced, "backbone.price.input_per_m=1.25"]))
+    assert len(half) == 1 and "set both input_per_m and output_per_m" in half[0]
