@@ -218,13 +218,13 @@ def test_graph_json_names_the_runs_unless_the_command_line_does(kg, tmp_path):
     assert named() == ("kg", "kg") and source_for_path(kg, tmp_path / "data").name == "kg"
 
 
-# --- README's pandas snippet ----------------------------------------------------------------------------
+# --- docs/own-graph.md's pandas snippet ------------------------------------------------------------------
 def readme_block(start: str) -> str:
-    """The fenced Python block of README.md whose code starts with ``start``."""
-    text = (REPO / "README.md").read_text()
+    """The fenced Python block of docs/own-graph.md whose code starts with ``start``."""
+    text = (REPO / "docs" / "own-graph.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     found = [b for b in blocks if b.startswith(start)]
-    assert len(found) == 1, f"README has {len(found)} python blocks starting with {start!r}"
+    assert len(found) == 1, f"docs/own-graph.md has {len(found)} python blocks starting with {start!r}"
     return found[0]
 
 
@@ -234,7 +234,7 @@ def test_the_readme_builds_a_graph_from_pandas(tmp_path, monkeypatch, capsys):
     from ark.config.run import run
 
     monkeypatch.chdir(tmp_path)
-    exec(compile(readme_block("from pathlib import Path\n\nimport pandas as pd\n"), "README.md", "exec"), {})
+    exec(compile(readme_block("from pathlib import Path\n\nimport pandas as pd\n"), "docs/own-graph.md", "exec"), {})
     assert main(["build", "--graph", "my_kg", "--root", "data"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert (stats["name"], stats["nodes"], stats["edges"], stats["queries_per_split"]) == ("my_kg", 3, 2, {"test": 1})
