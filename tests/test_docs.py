@@ -190,3 +190,13 @@ def test_the_readme_layout_names_what_exists():
         if name.endswith("/"):
             parents.append((indent, name.rstrip("/")))
     assert len(named) >= 15 and missing == []
+
+
+def test_ci_runs_the_two_set_up_commands_and_every_tier_contributing_lists():
+    ci = (REPO / ".ci" / "run").read_text()
+    steps = re.findall(r"^step make ([\w-]+)$", ci, re.M)
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    table = text[text.index("| command | what it checks |"):]
+    tiers = re.findall(r"^\| `make ([\w-]+)` \|", table, re.M)
+    assert steps[:2] == ["test", "demo"] and len(tiers) >= 6
+    assert sorted(set(steps) - {"demo"}) == sorted(tiers)
