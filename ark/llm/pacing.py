@@ -114,6 +114,12 @@ class Pacer:
         self.requests = 0          # requests let go
         self.waited_s = 0.0        # seconds requests spent waiting for their slot, summed
 
+    def booked(self) -> list[tuple[float, float]]:
+        """(start, tokens) of the requests of the last two minutes, in booking order: when each was let
+        go (``time.monotonic()``) and what it counts against ``tpm`` (the provider's count once settled)."""
+        with self._lock:
+            return [(start, tokens) for start, tokens in self._sent]
+
     def _fits(self, start: float, tokens: float) -> float:
         """The first time from ``start`` at which a request of ``tokens`` keeps the 60 seconds up to it
         within `WINDOW_SHARE` of the limits (its own tokens and its own request counted)."""
