@@ -21,7 +21,7 @@
 One module per group of verbs (`ark.cli.graph`: download, build, export; `ark.cli.tools`: search,
 neighbors, mcp; `ark.cli.llm`: ask, serve; `ark.cli.runs`: run, merge, diagnose; `ark.cli.reports`:
 compare, attribute, table1, figures, viewer). One name per setting across them: ``--root`` is the
-data root (STaRK under ``<root>/stark``, caches under ``<root>/cache``), ``--t-max`` and ``--n-agents``
+data root (STaRK under ``<root>/stark``, caches under ``<root>/cache``; default ARK_HOME, `ark.home`), ``--t-max`` and ``--n-agents``
 are ``budget.agent.t_max`` and ``budget.agent.n_agents``; ``run`` and ``diagnose`` take Hydra's
 ``key=value`` overrides. ``--graph`` is the name of a file in ``conf/graph/`` (its ``_target_`` builds
 the source) or a folder holding tables. Every verb has ``--help``; a value the user can fix ends in one
