@@ -62,8 +62,8 @@ def hydra_compose(overrides: Sequence[str] = (), config_name: str = "config") ->
 
     where = conf_dir()
     if not (where / f"{config_name}.yaml").is_file():
-        raise FileNotFoundError(f"no {config_name}.yaml in {where}: the configs ship with the checkout; "
-                                "install the package from it with pip install -e .")
+        raise FileNotFoundError(f"no {config_name}.yaml in {where}: this copy of ark has no configs; install "
+                                "it with pip install . (or -e .) from a checkout, which ships conf/ with it")
     with initialize_config_dir(config_dir=str(where), version_base="1.3"):
         return _compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
 
