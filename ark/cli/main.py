@@ -4,7 +4,7 @@
     ark build --graph demo                       # build (or reuse) a graph's cache, print statistics
     ark export --graph demo --out demo_tables    # any graph -> the tables format
     ark search "marfan syndrome" --graph demo -k 5 [--type disease]
-    ark neighbors 12 --graph demo [--query "heart"] [--type gene/protein] [--relation associated_with]
+    ark neighbors 12 --graph demo [--query "heart"] [--type gene/protein] [--relation "associated with"]
     ark ask "Which genes are linked to aortic aneurysm?" --graph demo --backbone local [--n-agents 3 --t-max 20]
     ark mcp --graph demo [--http 127.0.0.1:8765] [--backbone gpt-4.1]   # MCP: the graph tools, ark://graph, ask
     ark serve                                    # the local llama.cpp server, until Ctrl-C
