@@ -72,8 +72,9 @@ def test_every_default_data_path_is_under_ark_home(monkeypatch, tmp_path):
     # and the command line's --root
     from ark.cli.main import build_parser
 
-    args = build_parser().parse_args(["build", "--graph", "demo"])
-    assert args.root == str(tmp_path / "h")
+    for argv in (["build"], ["export", "--out", "x"], ["search", "q"], ["neighbors", "1"], ["ask", "q"], ["mcp"],
+                 ["download", "prime"]):
+        assert build_parser().parse_args(argv).root == str(tmp_path / "h"), argv
 
 
 def test_build_prints_the_data_root_and_a_tables_cache_is_found_from_anywhere(monkeypatch, tmp_path, capsys):
@@ -112,3 +113,48 @@ def test_build_names_root_as_the_origin_when_given(monkeypatch, tmp_path, capsys
     assert json.loads(out)["root"] == str(tmp_path / "elsewhere")
     assert f"data root {tmp_path / 'elsewhere'}: --root" in err
     assert not (tmp_path / "h").exists()
+
+
+def test_mcp_started_elsewhere_keeps_its_caches_under_ark_home(monkeypatch, tmp_path, scripted):
+    """An MCP client starts ``ark mcp`` in a directory of its own: the graph's cache and the ask tool's
+    LLM cache land under ARK_HOME, nothing in that directory."""
+    import os
+    import sys
+
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    ark_home, cwd = tmp_path / "h", tmp_path / "client"
+    cwd.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), home.ENV: str(ark_home)}
+    params = StdioServerParameters(command=sys.executable, cwd=str(cwd), env=env, args=[
+        "-m", "ark", "mcp", "--graph", str(KG), "--backbone", "scripted", "--base-url", scripted.base_url,
+        "--n-agents", "1", "--t-max", "3"])
+    got = {}
+
+    async def run():
+        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                got["ask"] = await s.call_tool("ask", {"question": "sparse retrieval BM25"})
+
+    anyio.run(run)
+    assert not got["ask"].is_error
+    caches = sorted(p.name for p in (ark_home / "cache").iterdir())
+    assert caches[0] == "llm" and caches[1].startswith("tables_kg-") and len(caches) == 2
+    assert (ark_home / "cache" / "llm" / "scripted.sqlite").is_file()
+    assert list(cwd.iterdir()) == []
+
+
+def test_no_default_data_path_is_relative_to_the_working_directory():
+    """The package's and the scripts' data-root defaults come from ark.home, never a bare "data" that
+    would land under whatever directory a command starts in."""
+    import re
+
+    bare = re.compile(r"""default=(str\()?(Path\()?["']data["'/]|default=(str\()?(REPO|ROOT|root) / ["']data["']|"""
+                      r"""root: [^=]*= ["']data["']|DEFAULT_ROOT = Path\(""")
+    files = [*(REPO / "ark").rglob("*.py"), *(REPO / "scripts").glob("*.py"), *(REPO / "experiments").glob("*.py")]
+    found = [f"{f.relative_to(REPO)}:{i}: {line.strip()}" for f in files
+             for i, line in enumerate(f.read_text().splitlines(), 1) if bare.search(line)]
+    assert not found, "\n".join(found)
+    assert bare.search('p.add_argument("--root", default="data",') and bare.search('default=REPO / "data")')
