@@ -133,7 +133,8 @@ def installed(tmp_path_factory):
     _sh([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
     site = Path(_sh([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
-    (site / "shared-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    shared = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (site / "shared-env.pth").write_text("".join(f"{d}\n" for d in shared))
     _sh([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)])
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ARK_HOME")}
     env.update(HOME=str(tmp / "home"), XDG_CACHE_HOME=str(tmp / "xdg"), HF_HUB_OFFLINE="1", WANDB_MODE="offline")
