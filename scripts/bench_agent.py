@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.helpers.scripted_server / tests.helpers.toy_graph
 
 from ark.agent import AgentConfig, ARKRetriever  # noqa: E402
+from ark.home import ark_home  # noqa: E402
 from ark.llm.client import BackboneConfig, LLMClient  # noqa: E402
 from ark.search.bm25 import BM25Index, load_index  # noqa: E402
 from ark.tools import FINISH, SELECT, ToolConfig, ToolSet  # noqa: E402
@@ -94,8 +95,8 @@ async def bench(retriever: ARKRetriever, queries: list[str]):
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--graph", default="demo", choices=["demo", "toy"])
-    p.add_argument("--root", default="data",
-                   help="data root: the demo graph under <root>/stark, caches under <root>/cache")
+    p.add_argument("--root", default=str(ark_home()),
+                   help="data root: the demo graph under <root>/stark, caches under <root>/cache (default: ARK_HOME)")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--n-agents", type=int, default=3, help="n, agents per query (budget.agent.n_agents)")
     p.add_argument("--t-max", type=int, default=5, help="T_max, steps per agent (budget.agent.t_max)")

@@ -38,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ark.home import ark_home  # noqa: E402
 
 MAG_SIZES = {"paper": 700_244, "author": 1_134_649, "institution": 8_740, "field_of_study": 59_965}
 
@@ -427,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scale", type=float, default=0.02, help="fraction of MAG's 1.9M nodes")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--texts", type=int, default=512, help="demo documents to encode (part 1)")
-    ap.add_argument("--data", default=str(root / "data"))
+    ap.add_argument("--data", default=str(ark_home()), help="data root (default: ARK_HOME, ark/home.py)")
     ap.add_argument("--cache", type=Path, default=None,
                     help="vectors, indexes and the BM25 index live here between runs (default <data>/bench_dense)")
     ap.add_argument("--lexical", action="store_true", help="also BM25 and hybrid (builds the synthetic graph)")

@@ -15,7 +15,7 @@ power-law degrees, short synthetic texts), then measures, in one run:
     python scripts/bench_graph.py --scale 0.1    # quick run
     python scripts/bench_graph.py --dir /tmp/bench_graph --keep   # then --reuse: measure again, no build
 
-Files go to ``--dir`` (default ``data/bench_graph``, about 2.5 GB at full scale) and are removed
+Files go to ``--dir`` (default ``<ARK_HOME>/bench_graph``, about 2.5 GB at full scale) and are removed
 afterwards unless ``--keep``.
 """
 
@@ -279,9 +279,11 @@ def report(r: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from ark.home import ark_home
+
     p = argparse.ArgumentParser(description="Benchmark KnowledgeGraph at MAG scale")
     p.add_argument("--scale", type=float, default=1.0, help="fraction of MAG's size (1.0: 1.9M nodes, 40M edges)")
-    p.add_argument("--dir", type=Path, default=Path("data/bench_graph"), help="where the files go")
+    p.add_argument("--dir", type=Path, default=ark_home() / "bench_graph", help="where the files go (default: <ARK_HOME>/bench_graph)")
     p.add_argument("--queries", type=int, default=2000, help="random nodes to time neighbors on")
     p.add_argument("--hubs", type=int, default=300, help="at most this many nodes of degree >= 10k")
     p.add_argument("--seed", type=int, default=0)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from ark.home import ark_home  # noqa: E402
 
 
 def bench(n_replicas: int, n: int, latency_s: float, capacity: int, concurrency: int, data_root: Path) -> dict:
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency", type=float, default=0.2)
     p.add_argument("--capacity", type=int, default=8)
     p.add_argument("--concurrency", type=int, default=48, help="queries in flight (one agent each)")
-    p.add_argument("--data", type=Path, default=REPO / "data")
+    p.add_argument("--data", type=Path, default=ark_home(), help="data root (default: ARK_HOME, ark/home.py)")
     a = p.parse_args(argv)
     counts = [int(x) for x in a.replicas.split(",")]
     results = []

@@ -36,6 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from ark.home import ark_home  # noqa: E402
 
 
 def _serve(queue, latency_s: float) -> None:
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency", type=float, default=0.2)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--n-agents", type=int, default=3, help="n, agents per query (budget.agent.n_agents)")
-    p.add_argument("--root", type=Path, default=REPO / "data",
+    p.add_argument("--root", type=Path, default=ark_home(),
                    help="data root: the demo graph under <root>/stark, caches under <root>/cache")
     p.add_argument("--progress", action="store_true")
     p.add_argument("--mode", choices=["agent", "stub", "both"], default="both")

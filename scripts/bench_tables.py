@@ -29,7 +29,7 @@ a fresh Python process, which reports its own time and peak RSS:
     python scripts/bench_tables.py --keep && python scripts/bench_tables.py --cold-only   # cold starts again
     python scripts/bench_tables.py --reuse --keep --builds-only --build-rounds 3  # the builds, 3 rounds
 
-Files go to ``--dir`` (default ``data/bench_tables``; several GB at full scale), removed afterwards
+Files go to ``--dir`` (default ``<ARK_HOME>/bench_tables``; several GB at full scale), removed afterwards
 unless ``--keep``.
 """
 
@@ -55,6 +55,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(ROOT))
+from ark.home import ark_home  # noqa: E402
 from bench_graph import NODE_TYPES, RELATIONS, peak_rss_gib, synthesize  # noqa: E402
 
 MAG_NODE_TYPES = ["author", "institution", "field_of_study", "paper"]  # stark-qa's MagSKB order
@@ -454,7 +455,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dir", type=Path, default=Path("data/bench_tables"))
+    p.add_argument("--dir", type=Path, default=ark_home() / "bench_tables")
     p.add_argument("--keep", action="store_true", help="keep the files")
     p.add_argument("--reuse", action="store_true", help="reuse the inputs under --dir")
     p.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from ark.home import ark_home  # noqa: E402
 
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 
@@ -163,7 +164,7 @@ def scripted_rows(graph, index, queries_by_split: dict, templates: dict[int, str
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(ROOT / "data"))
+    p.add_argument("--data", default=str(ark_home()), help="data root (default: ARK_HOME, ark/home.py)")
     p.add_argument("--splits", default="test,test-mismatch")
     p.add_argument("--ks", default="5,20", help="search_graph k values")
     p.add_argument("--name-first", default="none,exact,mentioned", help="comma list of none, exact, mentioned")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from ark.home import ark_home  # noqa: E402
 
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 LABELS = {"hit@1": "Hit@1", "hit@5": "Hit@5", "recall@20": "R@20", "mrr": "MRR"}
@@ -37,7 +38,7 @@ NAMES = {"bm25": "BM25", "bm25-exact": "BM25, names first (exact)", "bm25-mentio
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", default=str(ROOT / "data"),
+    p.add_argument("--root", default=str(ark_home()),
                    help="data root: the demo graph under <root>/stark, caches under <root>/cache")
     p.add_argument("--splits", default="test,test-mismatch",
                    help="comma-separated demo splits (test-mismatch: the vocabulary-mismatch templates)")

@@ -48,6 +48,7 @@ from ark.eval import reach_bound
 from ark.eval.reachability import GoldReach, ReachSettings, describe, query_reach
 from ark.retriever import Retrieval
 from ark.data.sources import DemoSource
+from ark.home import ark_home
 from ark.search.bm25 import load_index
 from ark.tools import ToolConfig, ToolSet
 from ark.trajectory import STOP_REASONS
@@ -150,8 +151,8 @@ async def run_ark(retriever: ARKRetriever, queries) -> list[tuple[Retrieval | No
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", default="data",
-                   help="data root: the demo graph under <root>/stark, caches under <root>/cache")
+    p.add_argument("--root", default=str(ark_home()),
+                   help="data root: the demo graph under <root>/stark, caches under <root>/cache (default: ARK_HOME)")
     p.add_argument("--queries", type=int, default=5, help="number of demo test queries")
     p.add_argument("--n-agents", type=int, default=2, help="n, parallel agents per query (budget.agent.n_agents)")
     p.add_argument("--t-max", type=int, default=5, help="T_max, steps per agent (budget.agent.t_max)")

@@ -38,6 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from ark.home import ark_home  # noqa: E402
 
 # paper, appendix table "Number of queries per dataset split" (test-0.1 is STaRK's 10% subset of test)
 SPLITS = {"prime": {"train": 6162, "val": 2240, "test": 2016},
@@ -84,7 +85,7 @@ def _policy(steps: int):
     return respond
 
 
-def measure(n_queries: int = 30, steps: int = 12, data_root: Path = REPO / "data") -> Profile:
+def measure(n_queries: int = 30, steps: int = 12, data_root: Path | None = None) -> Profile:
     from ark.agent import AgentConfig
     from ark.data.sources import DemoSource
     from ark.eval.runner import RunSettings, run_queries
@@ -94,6 +95,7 @@ def measure(n_queries: int = 30, steps: int = 12, data_root: Path = REPO / "data
     from ark.config.retrievers import build_ark
     from tests.helpers.scripted_server import ScriptedServer
 
+    data_root = Path(data_root) if data_root is not None else ark_home()
     source = DemoSource(data_root)
     graph = source.graph()
     queries = source.queries().split("test")[:n_queries]
@@ -257,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="vLLM completion tokens per second per GPU, batched (assumed)")
     p.add_argument("--profile-steps", type=int, default=12)
     p.add_argument("--profile-queries", type=int, default=30)
-    p.add_argument("--data", type=Path, default=REPO / "data")
+    p.add_argument("--data", type=Path, default=ark_home(), help="data root (default: ARK_HOME, ark/home.py)")
     a = p.parse_args(argv)
     prof = measure(a.profile_queries, a.profile_steps, a.data)
     steps = a.steps if a.steps is not None else typical_steps(prof)

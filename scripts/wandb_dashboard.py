@@ -1,6 +1,7 @@
 """Build a saved W&B workspace that compares ARK runs side by side (for users who are online).
 
-    wandb login                               # wandb-workspaces comes with requirements.txt
+    pip install -e ".[wandb]"                 # wandb-workspaces (make install: requirements.txt has it)
+    wandb login
     python scripts/wandb_dashboard.py --entity ME --project ark --experiment table1
     python scripts/wandb_dashboard.py ... --dry-run   # print the view, save nothing
 
@@ -25,6 +26,10 @@ import argparse
 import sys
 
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+# pyproject.toml's `wandb` extra (and `dev`) and requirements.txt pin the same
+REQUIREMENT = "wandb-workspaces==0.4.13"
+INSTALL = (f"pip install -e '.[wandb]' in the checkout (make install has it already, from requirements.txt), "
+           f"or pip install {REQUIREMENT}")
 
 
 def tool_share_metrics() -> list[str]:
@@ -49,7 +54,7 @@ def build_workspace(entity: str, project: str, experiment: str, split: str = "te
         import wandb_workspaces.reports.v2 as wr
         import wandb_workspaces.workspaces as ws
     except ImportError as e:
-        raise SystemExit("this script needs wandb-workspaces: pip install wandb-workspaces==0.4.13") from e
+        raise SystemExit(f"this script needs wandb-workspaces: {INSTALL}") from e
 
     from ark.eval.logger import COST_KEYS
 

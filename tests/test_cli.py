@@ -64,6 +64,41 @@ def test_neighbors_by_external_id_with_filters(capsys, root, agent_tools):
     assert out.startswith("explore_neighbors node_id=A2 (Tomas Okafor, author)")
 
 
+def test_a_relation_is_taken_as_shown_or_with_underscores_for_spaces(capsys, root, agent_tools, demo_root):
+    """--relation takes the graph's own name, or the same with _ for its spaces and in any case: the
+    demo's "associated with" as associated_with (what the help once showed), the tables graph's
+    has_topic as "has topic"; each gives the agent's observation for the graph's own name."""
+    want = agent_tools.call(NEIGHBORS, {"node_id": "P1", "relations": ["has_topic"]}).observation + "\n"
+    for given in ("has_topic", "has topic", "Has Topic"):
+        code, out, _ = run_cli(capsys, "neighbors", "P1", "--graph", str(KG), "--root", root, "--relation", given)
+        assert code == 0 and out == want
+    assert "showing 0 of" not in want and " | -> has_topic | " in want
+    shown = []
+    for given in ("associated with", "associated_with"):
+        code, out, _ = run_cli(capsys, "neighbors", "12", "--graph", "demo", "--root", str(demo_root), "--relation", given)
+        assert code == 0
+        shown.append(out)
+    assert shown[0] == shown[1] and 'relations=["associated with"]' in shown[0]
+    lines = [line for line in shown[0].splitlines() if line.startswith("[")]
+    assert lines and all(" | associated with | " in line for line in lines)
+    code, _, err = run_cli(capsys, "neighbors", "12", "--graph", "demo", "--root", str(demo_root), "--relation", "assoc")
+    assert code == 2 and err.strip() == ("ark neighbors: error: unknown relation 'assoc' for graph demo; valid relations: "
+                                         "'associated with', 'parent-child', 'phenotype absent', 'phenotype present'")
+
+
+def test_the_help_shows_relations_the_demo_has(capsys, demo_root):
+    """Every --relation value the command's help and docstring show is a relation of the demo graph."""
+    from ark.cli import main as main_module, tools as tools_module
+    from ark.data.sources import DemoSource
+
+    with pytest.raises(SystemExit):
+        main(["neighbors", "--help"])
+    texts = [capsys.readouterr().out, main_module.__doc__, tools_module.__doc__]
+    shown = {m for text in texts for m in re.findall(r'--relation "([^"]+)"', " ".join(text.split()))}
+    assert shown == {"associated with"}
+    assert shown <= set(DemoSource(demo_root).graph().relation_names)
+
+
 def _int_id_graph(tmp_path) -> Path:
     """A tables graph whose ids are integers that are not its internal ids: nodes 100, 7, 0, 55."""
     kg = tmp_path / "int_kg"
@@ -105,7 +140,8 @@ def test_one_id_space_on_the_command_line_the_one_the_output_shows(capsys, root,
     (["neighbors", "Z9"], r'node_id "Z9" is not the id of a node of this graph; use an id shown in brackets'),
     (["search", "x", "--switch", "neighbour=true"], r"unknown tool switch 'neighbour'; valid switches: neighbors, "),
     (["search", "x", "--switch", "neighbors=yes"], r"--switch 'neighbors=yes': write neighbors=true or neighbors=false"),
-    (["neighbors", "A2", "--relation", "knows"], r"relations names the unknown relation \"knows\"; use only these relations: \"writes\""),
+    (["neighbors", "A2", "--relation", "knows"], r"^ark neighbors: error: unknown relation 'knows' for graph tables_kg; "
+                                                 r"valid relations: 'writes', 'published_in', 'has_topic', 'cites', 'affiliated_with'$"),
 ])
 def test_bad_values_are_one_line_with_the_choices(capsys, root, argv, pattern):
     code, out, err = run_cli(capsys, *argv, "--graph", str(KG), "--root", root)

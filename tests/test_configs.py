@@ -153,5 +153,21 @@ def test_the_config_location_is_the_checkout_or_the_package(tmp_path, monkeypatc
     assert location.conf_dir() == tmp_path / "site" / "conf"     # an empty ark/conf/ is not a config folder
     (pkg / "conf" / "config.yaml").write_text("x: 1\n")
     assert location.conf_dir() == pkg / "conf"                   # configs shipped inside the package win
-    with pytest.raises(FileNotFoundError, match=r"no diagnose\.yaml in .*site/ark/conf: the configs ship with"):
+    with pytest.raises(FileNotFoundError, match=r"no diagnose\.yaml in .*site/ark/conf: this copy of ark has no configs; install it with pip install \."):
         compose([], config_name="diagnose")
+
+
+def test_every_environment_variable_the_configs_name_is_read():
+    """An ARK_* variable a config file names (its comments included) is one that a config reads with
+    ${oc.env:...} or that the package reads (its name a string in ark/): none is named and then ignored,
+    as ARK_VLLM_URL once was in conf/experiment/backbones.yaml."""
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    confs = {p: p.read_text() for p in (repo / "conf").rglob("*.yaml")}
+    named = {m for text in confs.values() for m in re.findall(r"\bARK_[A-Z0-9_]+\b", text)}
+    read = {m for text in confs.values() for m in re.findall(r"\$\{oc\.env:(ARK_[A-Z0-9_]+)", text)}
+    code = " ".join(p.read_text() for p in (repo / "ark").rglob("*.py"))
+    read |= {m for m in named if re.search(rf"[\"']{m}[\"']", code)}
+    assert {"ARK_LOCAL_URL", "ARK_VLLM_URL_QWEN3_8B", "ARK_VLLM_URL_QWEN3_4B", "ARK_HOME"} <= named
+    assert named <= read, f"named in conf/ but read nowhere: {sorted(named - read)}"

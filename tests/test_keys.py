@@ -70,3 +70,42 @@ def test_a_key_no_object_takes_is_refused_even_under_a_configured_object():
     with pytest.raises(ValueError, match=r"unknown setting 'retriever.build.rrf_k' in \+retriever.build.rrf_k=3"):
         compose(["+retriever.build.rrf_k=3"])       # ARK's factory takes no rrf_k (the hybrid baseline's does)
     compose(["retriever=hybrid", "retriever.build.rrf_k=3"])
+
+
+def test_a_short_key_names_every_key_of_that_name_and_each_works():
+    """``build_embeddings=false`` is not a key: the line names the keys that are (the one this composition
+    has, and the baseline retrievers' that another option has), and each named key composes as named."""
+    with pytest.raises(ValueError) as e:
+        compose(["build_embeddings=false"])
+    assert str(e.value) == ("unknown setting 'build_embeddings' in build_embeddings=false: not a key of the "
+                            "configuration; the closest is search.setup.build_embeddings "
+                            "(search.setup.build_embeddings=false); with another option: "
+                            "retriever.build.build_embeddings (retriever=dense or hybrid)")
+    with pytest.raises(ValueError, match=r"the keys named build_embeddings are retriever\.build\.build_embeddings "
+                                         r"and search\.setup\.build_embeddings \(search\.setup\.build_embeddings=false\)$"):
+        compose(["retriever=dense", "build_embeddings=false"])
+    assert compose(["search=dense", "search.setup.build_embeddings=false"]).search.setup.build_embeddings is False
+    for option in ("dense", "hybrid"):
+        cfg = compose([f"retriever={option}", "retriever.build.build_embeddings=false"])
+        assert cfg.retriever.build.build_embeddings is False
+
+
+@pytest.mark.parametrize("search", ["dense", "hybrid"])
+def test_the_vector_index_settings_are_keys_without_plus(search):
+    """search.setup.nprobe (and the HNSW settings) are written in the option files, so a plain override
+    sets them; the written values are SearchSetup's own defaults, so a run that leaves them alone keeps
+    the identity it had when they were not written."""
+    import dataclasses
+
+    from hydra.utils import instantiate
+
+    from ark.search.modes import SearchSetup
+
+    cfg = compose([f"search={search}", "search.setup.index_kind=ivf", "search.setup.nprobe=4",
+                   "search.setup.hnsw_m=16", "search.setup.ef_search=64", "search.setup.ef_construction=40"])
+    setup = instantiate(cfg.search.setup)
+    assert (setup.index_kind, setup.nprobe, setup.hnsw_m, setup.ef_search, setup.ef_construction) == ("ivf", 4, 16, 64, 40)
+    written = compose([f"search={search}"]).search.setup
+    defaults = {f.name: f.default for f in dataclasses.fields(SearchSetup)}
+    for key in ("index_kind", "hnsw_m", "ef_construction", "ef_search", "nprobe", "build_embeddings"):
+        assert written[key] == defaults[key], key

@@ -4,7 +4,8 @@ Read from the import statements themselves (``ast``; imports inside functions co
 that reaches up a layer, or two modules that import each other, fail here before anyone reads the
 diagram. The layers, lowest first (a module may import its own layer and the ones below):
 
-    ark.atomic, ark.logs, ark.fusion       mechanisms with no ark imports of their own
+    ark.atomic, ark.logs, ark.fusion,      mechanisms with no ark imports of their own;
+    ark.home                               where the data lives (ARK_HOME)
     ark.llm, ark.data                      LLM clients; graphs and their sources
     ark.search, ark.trajectory             BM25, vectors, encoders, search modes; step records
     ark.observation, ark.retriever         observation text; what a retriever is and returns
@@ -25,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ARK = REPO / "ark"
 LAYERS = [
-    ("ark.atomic", "ark.logs", "ark.fusion"),
+    ("ark.atomic", "ark.logs", "ark.fusion", "ark.home"),
     ("ark.llm", "ark.data"),
     ("ark.search", "ark.trajectory"),
     ("ark.observation", "ark.retriever"),

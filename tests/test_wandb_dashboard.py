@@ -113,3 +113,29 @@ def test_main_saves_the_view_and_prints_its_url(monkeypatch, capsys):
     assert [w.name for w in saved] == ["ARK ablation: side by side"] and saved[0].entity == "me"
     assert dash.main(["--entity", "me", "--dry-run"]) == 0 and len(saved) == 1
     assert "ARK table1: side by side" in capsys.readouterr().out
+
+
+def test_the_install_hint_agrees_with_pyproject_and_requirements(monkeypatch):
+    """The one line the script stops with when wandb-workspaces is missing names an install that has it:
+    pyproject's `wandb` extra (and `dev`) and requirements.txt pin the version the line gives."""
+    import builtins
+    import re
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert dash.REQUIREMENT in extras["wandb"] and dash.REQUIREMENT in extras["dev"]
+    pins = [line.split("#")[0].strip() for line in (REPO / "requirements.txt").read_text().splitlines()]
+    assert dash.REQUIREMENT in pins
+    real_import = builtins.__import__
+
+    def without_workspaces(name, *args, **kw):
+        if name.startswith("wandb_workspaces"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", without_workspaces)
+    with pytest.raises(SystemExit) as e:
+        dash.build_workspace("me", "ark", "table1")
+    message = str(e.value.code)
+    assert re.search(r"pip install -e '\.\[(\w+)\]'", message).group(1) == "wandb"
+    assert message.endswith(f"pip install {dash.REQUIREMENT}") and "\n" not in message

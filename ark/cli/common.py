@@ -35,8 +35,11 @@ def add_verb(sub, name: str, func, graph: bool = False, **texts) -> argparse.Arg
 
 
 def add_root_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", default="data",
-                   help="data root: STaRK's files under <root>/stark, caches under <root>/cache (default: data)")
+    from ark.home import ENV, ark_home
+
+    p.add_argument("--root", default=str(ark_home()),
+                   help=f"data root: STaRK's files under <root>/stark, caches under <root>/cache (default: "
+                        f"{ENV}, here %(default)s)")
 
 
 def add_graph_args(p: argparse.ArgumentParser) -> None:

@@ -2,7 +2,7 @@
 
     ark download prime --root data               # STaRK's files from the hub into data/stark (or: all)
     ark download prime --root data --check       # which of them are missing (offline; exit 1 if any)
-    ark build --graph demo                       # build (or reuse) the graph cache, print statistics
+    ark build --graph demo                       # build (or reuse) the graph cache under ARK_HOME, print statistics
     ark build --graph path/to/my_kg --index      # a folder of tables, and its BM25 index
     ark export --graph demo --out demo_tables    # any graph -> the tables format
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ark.cli.common import CLIError, add_root_arg, add_verb, open_source
+from ark.cli.common import CLIError, add_root_arg, add_verb, open_source, say
+from ark.home import ENV, ark_home, home_origin
 
 
 def cmd_download(args) -> int:
@@ -41,7 +42,8 @@ def cmd_build(args) -> int:
     source = open_source(args)
     graph = source.graph(rebuild=args.rebuild)
     stats = graph.stats()
-    stats["cache"] = str(source.cache_dir)
+    stats["root"] = str(source.root.absolute())
+    stats["cache"] = str(source.cache_dir.absolute())
     stats.update(source.build_stats())
     if not args.no_queries:
         try:
@@ -55,7 +57,14 @@ def cmd_build(args) -> int:
         load_index(graph, source.cache_dir)
         stats["bm25_index"] = str(source.cache_dir / "bm25")
     print(json.dumps(stats, indent=2))
+    say(f"data root {stats['root']}: {_root_origin(args.root)}; caches under {stats['root']}/cache "
+        f"(move them with {ENV}=/other/dir or --root)")
     return 0
+
+
+def _root_origin(root: str) -> str:
+    """Why the data root is ``root``: ARK_HOME (and where that comes from), or ``--root``."""
+    return home_origin() if Path(root).absolute() == ark_home() else "--root"
 
 
 def cmd_export(args) -> int:
@@ -87,8 +96,9 @@ def register(sub) -> None:
 
     p = add_verb(sub, "build", cmd_build, graph=True, help="build (or reuse) a graph's cache and print its statistics",
                  description="Build the graph cache under <root>/cache/<name> (a tables graph: "
-                             "<name>-<hash of its folder>; rebuilt when the input files change) and "
-                             "print node, edge and query counts.")
+                             "<name>-<hash of its folder's absolute path>; rebuilt when the input files "
+                             "change) and print node, edge and query counts and the data root (ARK_HOME "
+                             "unless --root is given).")
     p.add_argument("--rebuild", action="store_true", help="rebuild even when the cache is valid")
     p.add_argument("--index", action="store_true", help="also build the BM25 index the tools use")
     p.add_argument("--no-queries", action="store_true", help="do not read the query sets")

@@ -4,7 +4,7 @@
     ark build --graph demo                       # build (or reuse) a graph's cache, print statistics
     ark export --graph demo --out demo_tables    # any graph -> the tables format
     ark search "marfan syndrome" --graph demo -k 5 [--type disease]
-    ark neighbors 12 --graph demo [--query "heart"] [--type gene/protein] [--relation associated_with]
+    ark neighbors 12 --graph demo [--query "heart"] [--type gene/protein] [--relation "associated with"]
     ark ask "Which genes are linked to aortic aneurysm?" --graph demo --backbone local [--n-agents 3 --t-max 20]
     ark mcp --graph demo [--http 127.0.0.1:8765] [--backbone gpt-4.1]   # MCP: the graph tools, ark://graph, ask
     ark serve                                    # the local llama.cpp server, until Ctrl-C
@@ -21,7 +21,7 @@
 One module per group of verbs (`ark.cli.graph`: download, build, export; `ark.cli.tools`: search,
 neighbors, mcp; `ark.cli.llm`: ask, serve; `ark.cli.runs`: run, merge, diagnose; `ark.cli.reports`:
 compare, attribute, table1, figures, viewer). One name per setting across them: ``--root`` is the
-data root (STaRK under ``<root>/stark``, caches under ``<root>/cache``), ``--t-max`` and ``--n-agents``
+data root (STaRK under ``<root>/stark``, caches under ``<root>/cache``; default ARK_HOME, `ark.home`), ``--t-max`` and ``--n-agents``
 are ``budget.agent.t_max`` and ``budget.agent.n_agents``; ``run`` and ``diagnose`` take Hydra's
 ``key=value`` overrides. ``--graph`` is the name of a file in ``conf/graph/`` (its ``_target_`` builds
 the source) or a folder holding tables. Every verb has ``--help``; a value the user can fix ends in one

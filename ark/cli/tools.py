@@ -1,7 +1,7 @@
 """``ark search``, ``ark neighbors``, ``ark mcp``: the agent's graph tools by hand, and over MCP.
 
     ark search "marfan syndrome" --graph demo -k 5 [--type disease]
-    ark neighbors 12 --graph demo [--query "heart"] [--type gene/protein] [--relation associated_with]
+    ark neighbors 12 --graph demo [--query "heart"] [--type gene/protein] [--relation "associated with"]
     ark neighbors A2 --graph my_kg                # a graph's own id, as `ark search` shows it
     ark mcp --graph demo                          # MCP server on stdio: search_graph, explore_neighbors, ark://graph
     ark mcp --graph my_kg --http 127.0.0.1:8765 [--backbone gpt-4.1]   # streamable HTTP at /mcp; + ask
@@ -9,7 +9,9 @@
 ``search`` and ``neighbors`` print exactly the observation the agent reads (they call the agent's
 `ark.tools.toolset.ToolSet`), with its ids: the graph's own where it has them, and NODE is read in the
 same ids (``--no-user-ids``: the internal ones for both); ``mcp`` serves the same tools (`ark.cli.mcp`).
-``--switch find_paths=true`` offers an opt-in tool (`ark.tools`).
+``--switch find_paths=true`` offers an opt-in tool (`ark.tools`). ``--relation`` takes a relation as the
+output shows it (``"associated with"``), or with ``_`` for its spaces (``associated_with``) in any case; an
+unknown one is one line listing the graph's relations.
 """
 
 from __future__ import annotations
@@ -44,12 +46,36 @@ def cmd_search(args) -> int:
     return _show(tools.call(SEARCH, _tool_args(query=args.query, k=args.k, node_types=args.type)), tools)
 
 
+def relation_names(given: list[str], graph) -> list[str]:
+    """The graph's names of the ``--relation`` values: a name as the graph has it, or the same with ``_``
+    for spaces and in any case (``associated_with`` for ``associated with``); a value that names none, or
+    more than one, is a CLIError listing the graph's relations."""
+    names = list(graph.relation_names)
+
+    def key(name: str) -> str:
+        return " ".join(name.replace("_", " ").lower().split())
+
+    out = []
+    for value in given:
+        if value in names:
+            out.append(value)
+            continue
+        found = [n for n in names if key(n) == key(value)]
+        if len(found) != 1:
+            what = "unknown" if not found else "ambiguous"
+            raise CLIError(f"{what} relation {value!r} for graph {graph.name}; valid relations: "
+                           + ", ".join(repr(n) for n in names))
+        out.append(found[0])
+    return out
+
+
 def cmd_neighbors(args) -> int:
     from ark.tools import NEIGHBORS
 
-    _, _, tools = open_tools(args)   # NODE is read as the agent's node_id: in the ids the output shows
+    _, graph, tools = open_tools(args)   # NODE is read as the agent's node_id: in the ids the output shows
+    relations = relation_names(args.relation, graph)
     return _show(tools.call(NEIGHBORS, _tool_args(node_id=args.node, query=args.query, k=args.k,
-                                                  node_types=args.type, relations=args.relation)), tools)
+                                                  node_types=args.type, relations=relations)), tools)
 
 
 def cmd_mcp(args) -> int:
@@ -106,7 +132,10 @@ def register(sub) -> None:
     p.add_argument("node", help="node id, as the output shows it in brackets")
     p.add_argument("--query", "-q", default=None, help="rank the neighbors by BM25 of these keywords")
     p.add_argument("--type", "-t", action="append", default=[], help="only neighbors of this type (repeatable)")
-    p.add_argument("--relation", "-r", action="append", default=[], help="only this relation (repeatable)")
+    p.add_argument("--relation", "-r", action="append", default=[],
+                   help='only neighbors linked by this relation, as the output names it (e.g. --relation '
+                        '"associated with"; _ for a space also works: associated_with); a name the graph '
+                        'lacks is answered with the list of its relations (repeatable)')
     p.add_argument("-k", type=int, default=None, help="number of neighbors (default: the tool's, 20)")
     add_tool_args(p)
 

@@ -19,3 +19,6 @@ hydra and omegaconf; everything below it takes plain arguments and dataclasses.
 
 The entry points are thin: ``experiments/*.py`` (``@hydra.main``) and the ``ark`` command (`ark.cli`).
 """
+
+# the resolvers conf/ uses (${tables_name:...}, ${ark_home:}), registered before any entry point composes
+from ark.config import compose as _compose  # noqa: E402,F401

@@ -27,8 +27,17 @@ def _tables_name(path) -> str:
     return default_name(None if path is None else str(path))
 
 
-if not OmegaConf.has_resolver("tables_name"):   # registered on import: every composition (Hydra's own too) has it
-    OmegaConf.register_new_resolver("tables_name", _tables_name)
+def _ark_home() -> str:
+    """``${ark_home:}`` in ``conf/config.yaml`` (``paths.data``): `ark.home.ark_home`, as a string."""
+    from ark.home import ark_home
+
+    return str(ark_home())
+
+
+# registered on import: every composition (Hydra's own too) has them
+for _name, _resolver in (("tables_name", _tables_name), ("ark_home", _ark_home)):
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _resolver)
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
@@ -53,8 +62,8 @@ def hydra_compose(overrides: Sequence[str] = (), config_name: str = "config") ->
 
     where = conf_dir()
     if not (where / f"{config_name}.yaml").is_file():
-        raise FileNotFoundError(f"no {config_name}.yaml in {where}: the configs ship with the checkout; "
-                                "install the package from it with pip install -e .")
+        raise FileNotFoundError(f"no {config_name}.yaml in {where}: this copy of ark has no configs; install "
+                                "it with pip install . (or -e .) from a checkout, which ships conf/ with it")
     with initialize_config_dir(config_dir=str(where), version_base="1.3"):
         return _compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
 

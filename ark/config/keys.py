@@ -7,6 +7,10 @@ given with or without ``+`` (or ``++``, or ``~``), is refused in one line naming
 
     unknown setting 'lmit' in +lmit=3: not a key of the configuration; the closest is limit (limit=3)
 
+A key's last name alone (``build_embeddings=false``) is answered with every valid key of that name, and
+the keys of that name other options of a group have (``retriever.build.build_embeddings`` with
+``retriever=dense`` or ``hybrid``).
+
 A key is part of the configuration when the composed config (with the command line's group choices,
 e.g. ``retriever=dense``) has it, or when it is a parameter of the object a node builds (its
 ``_target_``: the fields of ``ark.llm.client.BackboneConfig``, the arguments of
@@ -182,13 +186,59 @@ def unknown_keys(overrides: Sequence[str], config_name: str = "config", compose=
         if is_known(base, key):
             continue
         keys = keys if keys is not None else valid_keys(base)
-        near = closest(key, keys)
         value = o.input_line.split("=", 1)[1] if "=" in o.input_line else ""
-        script = "run" if config_name == "config" else config_name
-        hint = (f"the closest is {near}" + (f" ({near}={value})" if value else "") if near
-                else f"python experiments/{script}.py --cfg job lists the keys")
-        problems.append(f"unknown setting {key!r} in {o.input_line}: not a key of the configuration; {hint}")
+        problems.append(f"unknown setting {key!r} in {o.input_line}: not a key of the configuration; "
+                        + _hint(key, value, keys, config_name))
     return problems
+
+
+def _hint(key: str, value: str, keys: Sequence[str], config_name: str) -> str:
+    """Where to look instead of ``key``: every valid key of the same last name when there are several
+    (``build_embeddings`` -> ``retriever.build.build_embeddings`` and ``search.setup.build_embeddings``),
+    else the closest; then the keys of that name that other options of a group have."""
+    last = key.split(".")[-1]
+    same = [k for k in keys if k.split(".")[-1] == last]
+    example = lambda k: f" ({k}={value})" if value else ""  # noqa: E731
+    if len(same) > 1:
+        hint = f"the keys named {last} are {', '.join(same[:-1])} and {same[-1]}" + example(same[-1])
+    else:
+        near = closest(key, keys)
+        script = "run" if config_name == "config" else config_name
+        hint = (f"the closest is {near}" + example(near) if near
+                else f"python experiments/{script}.py --cfg job lists the keys")
+    elsewhere = {k: opts for k, opts in keys_in_options(last).items() if k not in same}
+    if elsewhere:
+        hint += "; with another option: " + ", ".join(
+            f"{k} ({k.split('.')[0]}={' or '.join(opts)})" for k, opts in sorted(elsewhere.items()))
+    return hint
+
+
+def keys_in_options(last: str) -> dict[str, list[str]]:
+    """{dotted key: the options that have it} for the keys named ``last`` (their last part) that the
+    option files of conf/'s groups write themselves (``retriever.build.build_embeddings``: dense,
+    hybrid); experiment overlays (``@package _global_``) and Hydra's groups aside."""
+    found: dict[str, list[str]] = {}
+    for group in sorted(p for p in conf_dir().iterdir() if p.is_dir() and p.name not in ("hydra", "experiment")):
+        for option in sorted(group.glob("*.yaml")):
+            text = option.read_text()
+            if "@package" in text:
+                continue
+            for k in _written_keys(OmegaConf.create(text), group.name + "."):
+                if k.split(".")[-1] == last:
+                    found.setdefault(k, []).append(option.stem)
+    return found
+
+
+def _written_keys(node, prefix: str) -> list[str]:
+    if not isinstance(node, DictConfig):
+        return []
+    out = []
+    for k in node.keys():
+        out.append(f"{prefix}{k}")
+        child = node._get_node(k)
+        if isinstance(child, DictConfig) and not child._is_interpolation():
+            out += _written_keys(child, f"{prefix}{k}.")
+    return out
 
 
 def check_overrides(overrides: Sequence[str], config_name: str = "config", compose=None,

@@ -4,9 +4,9 @@
     conf_dir()                  # .../conf
     option_names("backbone")    # ['gpt-4.1', 'gpt-4.1-azure', 'gpt-4o', 'local', ...]
 
-Today the configs live in the checkout's ``conf/``, beside ``ark/``. A build that ships them inside the
-installed package puts them at ``ark/conf/``; `conf_dir` looks there first, so nothing else changes
-when that happens.
+In a checkout (``pip install -e .``, or ``PYTHONPATH``) the configs are its ``conf/``, beside ``ark/``; a
+built package (``pip install .``, a wheel) carries a copy at ``ark/conf/`` (setup.py copies it in), which
+`conf_dir` looks for first, so an installed ``ark`` finds its configs from any directory.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Single options of a config group, built for the ``ark`` command: a graph source, a backbone, labels.
 
     from ark.config.options import graph_source, backbone_config
-    source = graph_source("demo", root="data")                   # conf/graph/demo.yaml, built
+    source = graph_source("demo")                                # conf/graph/demo.yaml, under ARK_HOME
     source = graph_source("tables", settings=["path=my_kg"])     # with settings of the option
     source = graph_source("path/to/my_kg")                       # a folder of tables
     backbone = backbone_config("gpt-4.1", base_url="http://localhost:8000/v1", model="my-model")
@@ -22,11 +22,11 @@ from ark.config.compose import compose, one_line
 from ark.config.location import option_names
 
 
-def graph_source(graph: str, root: str | Path = "data", settings: Sequence[str] = ()):
+def graph_source(graph: str, root: str | Path | None = None, settings: Sequence[str] = ()):
     """The graph source for ``graph``: a ``conf/graph/<graph>.yaml`` (its ``_target_`` and settings, with
     ``key=value`` ``settings`` over them), or a path: a folder of tables or an RDF file
     (`ark.data.locate.source_for_path`); ``root`` is the data root (``paths.data``: STaRK files under ``<root>/stark``, caches under
-    ``<root>/cache``)."""
+    ``<root>/cache``; None: ARK_HOME, `ark.home`)."""
     choices = option_names("graph")
     path = Path(graph)
     if graph not in choices and path.exists():
@@ -40,7 +40,8 @@ def graph_source(graph: str, root: str | Path = "data", settings: Sequence[str] 
     overrides = [f"graph={graph}", *(f"++graph.{'='.join(_setting(s))}" for s in settings)]
     try:
         cfg = compose(overrides)
-        cfg.paths.data = str(root)
+        if root is not None:
+            cfg.paths.data = str(root)
         return instantiate(cfg.graph)
     except Exception as e:  # Hydra wraps the source's own ValueError; show the source's message
         raise ValueError(one_line(e)) from None

@@ -3,7 +3,7 @@ by its suffix (`ark.data.rdf.RdfSource`: ``.nt``, ``.ttl``, ``.rdf``, ``.owl``, 
 ``.nq``, ``.trig``, each optionally + ``.gz``).
 
     from ark.data.locate import source_for_path
-    source = source_for_path("my_kg.ttl", root="data")      # RdfSource(name="my_kg")
+    source = source_for_path("my_kg.ttl")                   # RdfSource(name="my_kg"), cached under ARK_HOME
     source = source_for_path("my_kg/", name="kg")           # TablesSource
 """
 
@@ -16,7 +16,7 @@ from ark.data.sources import DEFAULT_ROOT, GraphSource
 KINDS = "a folder of tables (nodes, edges, queries) or an RDF file"
 
 
-def source_for_path(path: str | Path, root: str | Path = DEFAULT_ROOT, **settings) -> GraphSource:
+def source_for_path(path: str | Path, root: str | Path | None = DEFAULT_ROOT, **settings) -> GraphSource:
     """The graph source for ``path`` (``settings`` are the source's own keyword arguments). Raises
     ValueError, one line naming the path and what it may be, for anything else."""
     from ark.data.rdf import FORMATS, is_rdf_path

@@ -682,7 +682,7 @@ class RdfSource(TablesSource):
     as a tables graph reads them (`TablesSource.read_queries`: the same file format, answers' ids
     resolved once and cached with the graph), which is all this class takes from it."""
 
-    def __init__(self, path: str | Path, name: str | None = None, root: str | Path = DEFAULT_ROOT,
+    def __init__(self, path: str | Path, name: str | None = None, root: str | Path | None = DEFAULT_ROOT,
                  format: str | None = None, queries: str | Path | None = None, classes: bool = False,
                  class_type: str = "Class", default_type: str | None = "Resource",
                  type_priority: Sequence[str] | None = None,

