@@ -29,7 +29,7 @@ SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 COMMAND_WORDS = ("ark", "python", "make", "bash", "pip")
 OVERRIDE = re.compile(r"[+~]{0,2}[a-z_][\w]*([./][\w]+)*=[^\s()\"']*")   # a Hydra override written inline: key=value
 EXTERNAL = ("pip", "wandb", "sbatch", "squeue", "scancel", "sacct", "git", "tmux", "export", "source", "cp",
-            "rm", "cd", "mkdir", "nohup", "huggingface-cli", "curl")
+            "rm", "cd", "mkdir", "mv", "nohup", "huggingface-cli", "curl")
 HYDRA_ENTRY = {"experiments/run.py": "config", "experiments/diagnose.py": "diagnose",
                "experiments/collect.py": "config", "experiments/distill.py": "config",
                "experiments/embed.py": "config", "experiments.embed": "config"}
