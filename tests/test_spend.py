@@ -144,3 +144,40 @@ def test_a_paid_model_without_a_price_is_refused_unless_its_price_is_set(tmp_pat
     assert setting_problems(priced) == []
     half = setting_problems(compose([*unpriced, "backbone.price.input_per_m=1.25"]))
     assert len(half) == 1 and "set both input_per_m and output_per_m" in half[0]
+
+
+def _last_bar(err: str) -> str:
+    """The progress bar as it was drawn last (tqdm redraws it in place with carriage returns)."""
+    return [line for line in err.replace("\r", "\n").splitlines() if "paid=" in line][-1]
+
+
+def test_the_progress_bar_shows_what_is_paid_beside_the_forecast(server, tmp_path, capsys):
+    run(compose(_overrides(server, tmp_path, "limit=3", "yes=true")))     # 3 queries measured
+    capsys.readouterr()
+    summary = run(compose(_overrides(server, tmp_path, "limit=6", "yes=true", "progress=true")))
+    bar = _last_bar(capsys.readouterr().err)
+    f = summary["forecast"]
+    assert (f["basis"], f["to_pay"], f["rests_on"]) == ("measured", 3, 3)
+    assert f"paid={summary['paid_this_run_usd']:.2f}" in bar and f"forecast={f['usd']:.2f}" in bar
+    assert summary["paid_this_run_usd"] > 0 and "worst=" not in bar and "sweep=" not in bar
+
+
+def test_without_a_measurement_the_bar_names_the_worst_case(server, tmp_path, capsys):
+    summary = run(compose(_overrides(server, tmp_path, "limit=2", "yes=true", "progress=true")))
+    bar = _last_bar(capsys.readouterr().err)
+    assert summary["forecast"]["basis"] == "worst case"
+    assert f"worst={summary['forecast']['usd']:.2f}" in bar and "forecast=" not in bar
+
+
+def test_a_sweep_points_bar_shows_the_sweeps_spend_so_far_over_its_cap(tmp_path):
+    from ark.eval.settings import RunSettings
+    from ark.eval.spend import bar_fields
+    from ark.llm.budget import Budget
+
+    sweep = Ledger(tmp_path / "sweep.jsonl")
+    sweep.add(1.25, run="demo/other-point")                  # what another point of the sweep paid
+    budget = Budget(3.0, run=Ledger(tmp_path / "run" / RUN_LEDGER), sweep=Ledger(sweep.path), label="demo/this")
+    settings = RunSettings(out_dir=tmp_path / "run", budget=budget, forecast={"usd": 0.8, "basis": "measured"})
+    assert bar_fields(settings) == {"paid": "0.00", "forecast": "0.80", "sweep": "1.25/3.00"}
+    sweep.add(0.5, run="demo/other-point")                   # read again at each redraw
+    assert bar_fields(settings)["sweep"] == "1.75/3.00"
