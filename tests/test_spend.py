@@ -181,3 +181,39 @@ def test_a_sweep_points_bar_shows_the_sweeps_spend_so_far_over_its_cap(tmp_path)
     assert bar_fields(settings) == {"paid": "0.00", "forecast": "0.80", "sweep": "1.25/3.00"}
     sweep.add(0.5, run="demo/other-point")                   # read again at each redraw
     assert bar_fields(settings)["sweep"] == "1.75/3.00"
+
+
+def test_the_pilot_first_recipe_through_make(server, tmp_path):
+    """``make reproduce-table1 ARGS="... limit=6 estimate=true"`` (a pilot of 3 queries, the forecast, no
+    table), then the same without ``estimate=true``: the run pays for no reply of the pilot again, and the
+    table is built."""
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO
+
+    args = " ".join(["graph=demo", "backbone=gpt-4.1", f"+backbone.base_url={server.base_url}", f"paths.data={DEMO_ROOT}",
+                     f"paths.llm_cache={tmp_path}/llm.sqlite", "budget=t5_n1", "budget.agent.n_agents=2", "limit=6",
+                     "n_boot=20", "progress=false", f"--runs {tmp_path}/runs", f"--out {tmp_path}/table"])
+    stamps = [f"--assume-old=.venv/.{s}" for s in ("core", "local", "distill", "dense")]   # never (re)install
+
+    def make(extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "-s", "-C", str(REPO), f"PY={sys.executable}", *stamps, "reproduce-table1",
+                               f"ARGS={args} {extra}"], capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+
+    est = make("estimate=true estimate_queries=3")
+    assert est.returncode == 0, est.stdout + est.stderr
+    runs = tmp_path / "runs" / "table1" / "demo"
+    assert sorted(p.name for p in runs.iterdir()) == ["ark-gpt-4.1-t5_n2-full_test_limit3"]   # the pilot only
+    assert "pilot of table1/demo/ark-gpt-4.1-t5_n2-full_test_limit6: its first 3 queries x 2 agents" in est.stdout
+    assert "rests on" in est.stdout and "3 queries" in est.stdout and not (tmp_path / "table").exists()
+    pilot = {_digest(r) for r in server.requests}
+    assert pilot
+
+    done = make("")
+    assert done.returncode == 0, done.stdout + done.stderr
+    real = [_digest(r) for r in server.requests[len(pilot):]]
+    assert real and not set(real) & pilot and len(set(real)) == len(real)   # nothing paid twice
+    assert RunDir(runs / "ark-gpt-4.1-t5_n2-full_test_limit6").complete and RunDir(runs / "bm25_test_limit6").complete
+    assert (tmp_path / "table" / "table1.md").is_file()
