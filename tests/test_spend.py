@@ -217,3 +217,25 @@ def test_the_pilot_first_recipe_through_make(server, tmp_path):
     assert real and not set(real) & pilot and len(set(real)) == len(real)   # nothing paid twice
     assert RunDir(runs / "ark-gpt-4.1-t5_n2-full_test_limit6").complete and RunDir(runs / "bm25_test_limit6").complete
     assert (tmp_path / "table" / "table1.md").is_file()
+
+
+def test_reproduce_table1_without_a_terminal_is_refused_before_any_call(server, tmp_path):
+    """``ark table1 --reproduce`` of a sweep that may spend more than ``confirm_usd``, no terminal: one line
+    saying why and how to go on, then what to do about the sweep; no request, no run directory."""
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO
+
+    args = ["graph=demo", "backbone=gpt-4.1", f"+backbone.base_url={server.base_url}", f"paths.data={DEMO_ROOT}",
+            f"paths.llm_cache={tmp_path}/llm.sqlite", "limit=4", "progress=false", "--runs", str(tmp_path / "runs"),
+            "--out", str(tmp_path / "table")]
+    done = subprocess.run([sys.executable, "-m", "ark", "table1", "--reproduce", *args], capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2
+    refusal, after = done.stderr.strip().splitlines()[-2:]
+    assert refusal.startswith("ark run: error: this sweep (2 runs) may spend up to $")
+    assert "above confirm_usd=5, and there is no terminal to confirm on: rerun with yes=true" in refusal
+    assert after.endswith("the table1 sweep stopped on the error above; rerun once it is fixed (finished runs are kept)")
+    assert server.calls == 0 and not list((tmp_path / "runs").rglob("predictions.jsonl"))
