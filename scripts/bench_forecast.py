@@ -130,13 +130,14 @@ PAPER_TEST_QUERIES = {"amazon": 1638, "mag": 2664, "prime": 2016}
 
 
 def table1(per_query_gpt41: float, stats: dict) -> None:
-    """What Table 1's ARK rows (GPT-4.1 and GPT-4o, n = 3, T_max = 20, on the three test splits) would cost
-    at this run's measured cost per query; with observations twice as long as the demo's (STaRK's longer
-    documents fill the 160-character snippets); and in the worst case of those settings."""
+    """What Table 1's ARK rows (GPT-4.1 and GPT-4o, n = 3, T_max = 20, on the three test splits) would cost,
+    per graph and backbone: at this run's measured cost per query; with observations twice as long as
+    the demo's (STaRK's longer documents fill the 160-character snippets); and in the worst case of those
+    settings. The token model is the same for every graph (the demo's trajectories), so a graph's cost is
+    its query count times the cost of a query."""
     from ark.eval.forecast import TokenModel
-    from ark.llm.pricing import PRICES
+    from ark.llm.pricing import PRICES, PRICES_AS_OF
 
-    n = sum(PAPER_TEST_QUERIES.values())
     measured = TokenModel(system_tokens=stats["first_prompt"] - 40, question_tokens=40,
                           steps=stats["steps_per_agent"],
                           observation_tokens=stats["prompt_growth_per_step"] - stats["completion_per_call"],
@@ -144,15 +145,20 @@ def table1(per_query_gpt41: float, stats: dict) -> None:
     longer = TokenModel(**{**measured.__dict__, "observation_tokens": 2 * measured.observation_tokens})
     worst = TokenModel.worst(20, 2000, 1024)
     g41, g4o = PRICES["gpt-4.1"], PRICES["gpt-4o"]
-    ratio_4o = measured.query(3, g4o).usd / measured.query(3, g41).usd
-    ratio_longer = longer.query(3, g41).usd / measured.query(3, g41).usd
-    print(f"\nTable 1 estimate, {n:,} test queries ({PAPER_TEST_QUERIES}), ARK t20_n3 (US$):")
-    print(f"{'':34} {'GPT-4.1':>10} {'GPT-4o':>10} {'both':>10}")
-    for name, q41 in (("measured cost per query", per_query_gpt41),
-                      ("observations twice as long", per_query_gpt41 * ratio_longer),
-                      ("worst case (20 steps, full budgets)", worst.query(3, g41).usd)):
-        a, b = n * q41, n * q41 * ratio_4o
-        print(f"{name:34} {a:10,.0f} {b:10,.0f} {a + b:10,.0f}   (${q41:.4f} per GPT-4.1 query)")
+    # per query (3 agents): the run's own cost for GPT-4.1, the token model's ratio for the others
+    scale = per_query_gpt41 / measured.query(3, g41).usd
+    cases = (("measured cost per query", measured, scale), ("observations twice as long", longer, scale),
+             ("worst case (20 steps, full budgets)", worst, 1.0))
+    n = sum(PAPER_TEST_QUERIES.values())
+    print(f"\nTable 1 estimate, ARK t20_n3 on the paper's test splits, US$ at ark/llm/pricing.py's prices of "
+          f"{PRICES_AS_OF} (no cached-input discount):")
+    print(f"{'':36} {'graph':>7} {'queries':>8} {'GPT-4.1':>10} {'GPT-4o':>10} {'both':>10}")
+    for name, model, k in cases:
+        q41, q4o = k * model.query(3, g41).usd, k * model.query(3, g4o).usd
+        for graph, q in (*PAPER_TEST_QUERIES.items(), ("total", n)):
+            a, b = q * q41, q * q4o
+            print(f"{name if graph == 'amazon' else '':36} {graph:>7} {q:8,} {a:10,.0f} {b:10,.0f} {a + b:10,.0f}"
+                  + (f"   (${q41:.4f} / ${q4o:.4f} per query)" if graph == "total" else ""))
 
 
 if __name__ == "__main__":

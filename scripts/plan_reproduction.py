@@ -22,7 +22,8 @@ plan prints the paper-derived typical length and T_max side by side), and the GP
 Cost model per agent of s steps (prompt tokens are billed for the whole conversation at every call):
   input  = sum over t = 0..s-1 of (P0 + t * d),   output = s * a
 with P0 the first request, d the mean growth per step (observation + assistant call, mixed by the graph's
-tool shares) and a the assistant's tokens per call.
+tool shares) and a the assistant's tokens per call: the forecast's own token model
+(`ark.eval.forecast.TokenModel` with system P0, observation d - a, reply a), priced by its ``query``.
 """
 
 from __future__ import annotations
@@ -137,14 +138,30 @@ def measure(n_queries: int = 30, steps: int = 12, data_root: Path | None = None)
                    neighbor_step_full=neighbor_full, assistant=mean(assistant), line_full=line_full)
 
 
+def step_growth(prof: Profile, graph: str) -> float:
+    """What one step adds to the conversation on ``graph``: its search and neighbor steps (STaRK-shaped
+    observations) mixed by the graph's tool shares."""
+    share = NEIGHBOR_SHARE[graph]
+    return (1 - share) * prof.search_step + share * prof.neighbor_step_full
+
+
+def token_model(prof: Profile, graph: str, steps: float):
+    """The profile as the forecast's token model (`ark.eval.forecast.TokenModel`), so that the plan and a
+    run's forecast price a trajectory the same way: the first request, then each step's growth (its
+    observation and the assistant's call)."""
+    from ark.eval.forecast import TokenModel
+
+    return TokenModel(system_tokens=prof.p0, question_tokens=0.0, steps=steps,
+                      observation_tokens=step_growth(prof, graph) - prof.assistant, reply_tokens=prof.assistant)
+
+
 def agent_tokens(prof: Profile, graph: str, steps: float) -> tuple[float, float, float]:
     """(billed input, new input, output) approx tokens of one agent of ``steps`` steps on ``graph``
-    (STaRK-shaped observations). Billed input counts the conversation at every call; new input counts
-    each token once, what a server with prefix caching (vLLM's) computes."""
-    share = NEIGHBOR_SHARE[graph]
-    d = (1 - share) * prof.search_step + share * prof.neighbor_step_full
-    s = steps
-    return s * prof.p0 + d * s * (s - 1) / 2, prof.p0 + d * (s - 1), s * prof.assistant
+    (STaRK-shaped observations). Billed input counts the conversation at every call
+    (`ark.eval.forecast.TokenModel.agent`); new input counts each token once, what a server with prefix
+    caching (vLLM's) computes."""
+    billed, output = token_model(prof, graph, steps).agent()
+    return billed, prof.p0 + step_growth(prof, graph) * (steps - 1), output
 
 
 def paper_tokens_per_trajectory() -> float:
@@ -208,8 +225,8 @@ def plan(prof: Profile, steps_typical: float, steps_max: float, tpm: float, rpm:
                 i, fresh, o = agent_tokens(prof, graph, s)
                 billed, new, outp, calls = billed + q * n * i, new + q * n * fresh, outp + q * n * o, calls + q * n * s
                 price = PRICES.get(backbone)
-                if price is not None:
-                    cost += (q * n * i * price.input_per_m + q * n * o * price.output_per_m) / 1e6
+                if price is not None:   # priced as a run's forecast prices a query of n agents
+                    cost += q * token_model(prof, graph, s).query(n, price).usd
             gpu = b.runs[0][1].startswith(("qwen", "student"))
             if gpu:
                 time = f"{(new / prefill_per_s + outp / decode_per_s) / 3600:,.0f} GPU-h"

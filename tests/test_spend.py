@@ -144,3 +144,98 @@ def test_a_paid_model_without_a_price_is_refused_unless_its_price_is_set(tmp_pat
     assert setting_problems(priced) == []
     half = setting_problems(compose([*unpriced, "backbone.price.input_per_m=1.25"]))
     assert len(half) == 1 and "set both input_per_m and output_per_m" in half[0]
+
+
+def _last_bar(err: str) -> str:
+    """The progress bar as it was drawn last (tqdm redraws it in place with carriage returns)."""
+    return [line for line in err.replace("\r", "\n").splitlines() if "paid=" in line][-1]
+
+
+def test_the_progress_bar_shows_what_is_paid_beside_the_forecast(server, tmp_path, capsys):
+    run(compose(_overrides(server, tmp_path, "limit=3", "yes=true")))     # 3 queries measured
+    capsys.readouterr()
+    summary = run(compose(_overrides(server, tmp_path, "limit=6", "yes=true", "progress=true")))
+    bar = _last_bar(capsys.readouterr().err)
+    f = summary["forecast"]
+    assert (f["basis"], f["to_pay"], f["rests_on"]) == ("measured", 3, 3)
+    assert f"paid={summary['paid_this_run_usd']:.2f}" in bar and f"forecast={f['usd']:.2f}" in bar
+    assert summary["paid_this_run_usd"] > 0 and "worst=" not in bar and "sweep=" not in bar
+
+
+def test_without_a_measurement_the_bar_names_the_worst_case(server, tmp_path, capsys):
+    summary = run(compose(_overrides(server, tmp_path, "limit=2", "yes=true", "progress=true")))
+    bar = _last_bar(capsys.readouterr().err)
+    assert summary["forecast"]["basis"] == "worst case"
+    assert f"worst={summary['forecast']['usd']:.2f}" in bar and "forecast=" not in bar
+
+
+def test_a_sweep_points_bar_shows_the_sweeps_spend_so_far_over_its_cap(tmp_path):
+    from ark.eval.settings import RunSettings
+    from ark.eval.spend import bar_fields
+    from ark.llm.budget import Budget
+
+    sweep = Ledger(tmp_path / "sweep.jsonl")
+    sweep.add(1.25, run="demo/other-point")                  # what another point of the sweep paid
+    budget = Budget(3.0, run=Ledger(tmp_path / "run" / RUN_LEDGER), sweep=Ledger(sweep.path), label="demo/this")
+    settings = RunSettings(out_dir=tmp_path / "run", budget=budget, forecast={"usd": 0.8, "basis": "measured"})
+    assert bar_fields(settings) == {"paid": "0.00", "forecast": "0.80", "sweep": "1.25/3.00"}
+    sweep.add(0.5, run="demo/other-point")                   # read again at each redraw
+    assert bar_fields(settings)["sweep"] == "1.75/3.00"
+
+
+def test_the_pilot_first_recipe_through_make(server, tmp_path):
+    """``make reproduce-table1 ARGS="... limit=6 estimate=true"`` (a pilot of 3 queries, the forecast, no
+    table), then the same without ``estimate=true``: the run pays for no reply of the pilot again, and the
+    table is built."""
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO
+
+    args = " ".join(["graph=demo", "backbone=gpt-4.1", f"+backbone.base_url={server.base_url}", f"paths.data={DEMO_ROOT}",
+                     f"paths.llm_cache={tmp_path}/llm.sqlite", "budget=t5_n1", "budget.agent.n_agents=2", "limit=6",
+                     "n_boot=20", "progress=false", f"--runs {tmp_path}/runs", f"--out {tmp_path}/table"])
+    stamps = [f"--assume-old=.venv/.{s}" for s in ("core", "local", "distill", "dense")]   # never (re)install
+
+    def make(extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "-s", "-C", str(REPO), f"PY={sys.executable}", *stamps, "reproduce-table1",
+                               f"ARGS={args} {extra}"], capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+
+    est = make("estimate=true estimate_queries=3")
+    assert est.returncode == 0, est.stdout + est.stderr
+    runs = tmp_path / "runs" / "table1" / "demo"
+    assert sorted(p.name for p in runs.iterdir()) == ["ark-gpt-4.1-t5_n2-full_test_limit3"]   # the pilot only
+    assert "pilot of table1/demo/ark-gpt-4.1-t5_n2-full_test_limit6: its first 3 queries x 2 agents" in est.stdout
+    assert "rests on" in est.stdout and "3 queries" in est.stdout and not (tmp_path / "table").exists()
+    pilot = {_digest(r) for r in server.requests}
+    assert pilot
+
+    done = make("")
+    assert done.returncode == 0, done.stdout + done.stderr
+    real = [_digest(r) for r in server.requests[len(pilot):]]
+    assert real and not set(real) & pilot and len(set(real)) == len(real)   # nothing paid twice
+    assert RunDir(runs / "ark-gpt-4.1-t5_n2-full_test_limit6").complete and RunDir(runs / "bm25_test_limit6").complete
+    assert (tmp_path / "table" / "table1.md").is_file()
+
+
+def test_reproduce_table1_without_a_terminal_is_refused_before_any_call(server, tmp_path):
+    """``ark table1 --reproduce`` of a sweep that may spend more than ``confirm_usd``, no terminal: one line
+    saying why and how to go on, then what to do about the sweep; no request, no run directory."""
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO
+
+    args = ["graph=demo", "backbone=gpt-4.1", f"+backbone.base_url={server.base_url}", f"paths.data={DEMO_ROOT}",
+            f"paths.llm_cache={tmp_path}/llm.sqlite", "limit=4", "progress=false", "--runs", str(tmp_path / "runs"),
+            "--out", str(tmp_path / "table")]
+    done = subprocess.run([sys.executable, "-m", "ark", "table1", "--reproduce", *args], capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2
+    refusal, after = done.stderr.strip().splitlines()[-2:]
+    assert refusal.startswith("ark run: error: this sweep (2 runs) may spend up to $")
+    assert "above confirm_usd=5, and there is no terminal to confirm on: rerun with yes=true" in refusal
+    assert after.endswith("the table1 sweep stopped on the error above; rerun once it is fixed (finished runs are kept)")
+    assert server.calls == 0 and not list((tmp_path / "runs").rglob("predictions.jsonl"))

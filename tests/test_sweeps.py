@@ -50,6 +50,18 @@ def test_a_sweep_over_a_setting_the_name_lacks_gives_each_point_its_directory(tm
     assert len({json.dumps(RunDir(runs / n).info["identity"], sort_keys=True) for n in names}) == 2
 
 
+def test_the_script_prepares_a_sweep_as_ark_run_does(tmp_path):
+    """``python experiments/run.py -m seed=0,1``: the same directories as ``ark run -m``."""
+    done = subprocess.run([sys.executable, str(REPO / "experiments" / "run.py"), "-m", *BM25, "seed=0,1",
+                           f"paths.runs={tmp_path / 'runs'}"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0"}, timeout=600,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    runs = tmp_path / "runs" / "default" / "demo"
+    assert sorted(p.name for p in runs.iterdir()) == ["bm25_test_limit3_seed0", "bm25_test_limit3_seed1"]
+    assert all(RunDir(runs / n).complete for n in ("bm25_test_limit3_seed0", "bm25_test_limit3_seed1"))
+
+
 def test_plain_runs_and_sweeps_whose_points_differ_in_name_keep_their_names():
     points = [[*BM25, "split=test"], [*BM25, "split=val"]]
     assert clashing_keys(points, [compose(p) for p in points]) == []

@@ -86,6 +86,12 @@ def _user_error(e: BaseException) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    if extra and isinstance(getattr(args, "overrides", None), list):
+        # key=value settings after an option (`table1 --reproduce limit=5 --runs R estimate=true`): argparse
+        # takes a verb's positional settings in one stretch only; the later ones are settings all the same
+        late = [a for a in extra if "=" in a and not a.startswith("-")]
+        args.overrides = [*args.overrides, *late]
+        extra = [a for a in extra if not ("=" in a and not a.startswith("-"))]
     if extra:   # reported by the verb, in one line (Hydra's settings are key=value, not --key)
         hint = "; settings are key=value, e.g. limit=5" if args.command in ("run", "diagnose", "table1") else ""
         args.verbs[args.command].error(f"unrecognized arguments: {' '.join(extra)}{hint}")

@@ -74,6 +74,9 @@ def cmd_table1(args) -> int:
     cmd = [sys.executable, "-m", "ark", "run", "-m", "experiment=table1", f"paths.runs={args.runs}", *args.overrides]
     say("running: " + " ".join(cmd))
     rc = subprocess.call(cmd)
+    if rc == 2:   # refused before it started (a setting, a confirmation) or stopped on a setting: the line above
+        say("the table1 sweep stopped on the error above; rerun once it is fixed (finished runs are kept)")
+        return rc
     if rc != 0:
         say(f"the table1 sweep exited with {rc}; rerun the same command to resume")
         return rc

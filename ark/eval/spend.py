@@ -29,14 +29,16 @@ def cut_by_budget(retrieval: Any, error: str | None) -> bool:
 
 
 def bar_fields(settings) -> dict[str, str]:
-    """The progress bar's spend fields beside its ``usd``: what this run has paid now (``paid``), the
-    forecast of what it would pay (``forecast``) and the sweep's spend so far (``sweep``)."""
+    """The progress bar's spend fields beside its ``usd`` (what the finished queries' replies cost, the
+    cached ones too): what this run has paid now (``paid``), the forecast of what it pays in all
+    (``forecast``, or ``worst`` when the forecast is the worst case of its settings: nothing measured)
+    and the sweep's spend so far, over its cap when it has one (``sweep``)."""
     budget, fc = settings.budget, settings.forecast
     out = {}
     if budget is not None:
         out["paid"] = f"{budget.paid:.2f}"
     if fc is not None and fc.get("usd") is not None:
-        out["forecast"] = f"{fc['usd']:.2f}"
+        out["worst" if fc.get("basis") == "worst case" else "forecast"] = f"{fc['usd']:.2f}"
     if budget is not None and budget.sweep is not None:
         out["sweep"] = f"{budget.sweep.total():.2f}" + (f"/{budget.cap_usd:.2f}" if budget.cap_usd is not None else "")
     elif budget is not None and budget.cap_usd is not None:
