@@ -26,3 +26,15 @@ def scripted():
 
     with ScriptedServer(responder=search_select_finish) as server:
         yield server
+
+
+@pytest.fixture
+def kg(tmp_path) -> Path:
+    """A copy of the hand-made tables graph (`tests/data/tables_kg`) in the test's own folder, to edit."""
+    import shutil
+
+    from tests.helpers.paths import REPO
+
+    folder = tmp_path / "kg"
+    shutil.copytree(REPO / "tests" / "data" / "tables_kg", folder)
+    return folder

@@ -31,13 +31,6 @@ def bm25(tmp_path, *extra):
                     "progress=false", "n_boot=10", *extra])
 
 
-@pytest.fixture()
-def kg(tmp_path):
-    folder = tmp_path / "kg"
-    shutil.copytree(KG, folder)
-    return folder
-
-
 def tables(kg, tmp_path, *extra):
     return bm25(tmp_path, "graph=tables", f"graph.path={kg}", *extra)
 

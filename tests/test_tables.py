@@ -21,13 +21,6 @@ KG = REPO / "tests" / "data" / "tables_kg"
 from tests.helpers.paths import DEMO_ROOT  # noqa: E402
 
 
-@pytest.fixture()
-def kg(tmp_path):
-    folder = tmp_path / "kg"
-    shutil.copytree(KG, folder)
-    return folder
-
-
 def source(folder, tmp_path, **kw):
     return TablesSource(folder, root=tmp_path / "data", **kw)
 

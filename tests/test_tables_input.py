@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -16,13 +15,6 @@ from ark.data.tables import TablesError, TablesSource
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "tables_kg"
-
-
-@pytest.fixture()
-def kg(tmp_path):
-    folder = tmp_path / "kg"
-    shutil.copytree(KG, folder)
-    return folder
 
 
 def source(folder, tmp_path, **kw):

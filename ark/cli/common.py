@@ -117,6 +117,23 @@ def positive(name: str):
     return parse
 
 
+def add_agent_args(p: argparse.ArgumentParser, backbone_default: str | None, whose: str = "") -> None:
+    """The options of ARK on one question (`ark ask`, the MCP server's ask tool): the backbone, its
+    endpoint and model, n and T_max, the LLM cache. ``whose`` prefixes their help (e.g. "ask's")."""
+    lead = f"{whose} " if whose else ""
+    p.add_argument("--backbone", "-b", default=backbone_default,
+                   help="a conf/backbone name" + (" (default: local, llama.cpp started for the call)"
+                                                  if backbone_default == "local" else
+                                                  ": adds the ask tool, ARK with this backbone (default: no ask)"))
+    p.add_argument("--base-url", default=None, help=f"{lead or 'an '}OpenAI-compatible endpoint, e.g. http://host:8000/v1")
+    p.add_argument("--model", default=None, help="the model name to request from that endpoint")
+    p.add_argument("--n-agents", "-n", type=positive("--n-agents"), default=3,
+                   help=f"{lead}n, parallel agents (budget.agent.n_agents; default: 3)")
+    p.add_argument("--t-max", type=positive("--t-max"), default=20,
+                   help=f"{lead}T_max, steps per agent (budget.agent.t_max; default: 20)")
+    p.add_argument("--no-cache", action="store_true", help=f"{lead}do not answer from or write the LLM cache")
+
+
 def say(*lines: str) -> None:
     """Progress for the person at the terminal (stderr, so stdout stays the verb's result)."""
     print(*lines, sep="\n", file=sys.stderr)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ark.cli.common import CLIError, add_tool_args, add_verb, open_tools, positive
+from ark.cli.common import CLIError, add_agent_args, add_tool_args, add_verb, open_tools
 
 
 def cmd_ask(args) -> int:
@@ -62,17 +62,9 @@ def register(sub) -> None:
                  description="Run n ARK agents on one question and show each tool call and "
                              "observation as it happens, then the fused ranked answer.")
     p.add_argument("question")
-    p.add_argument("--backbone", "-b", default="local",
-                   help="a conf/backbone name (default: local, llama.cpp started for the call)")
-    p.add_argument("--base-url", default=None, help="any OpenAI-compatible endpoint, e.g. http://host:8000/v1")
-    p.add_argument("--model", default=None, help="the model name to request from that endpoint")
-    p.add_argument("--n-agents", "-n", type=positive("--n-agents"), default=3,
-                   help="n, parallel agents (budget.agent.n_agents; default: 3)")
-    p.add_argument("--t-max", type=positive("--t-max"), default=20,
-                   help="T_max, steps per agent (budget.agent.t_max; default: 20)")
+    add_agent_args(p, backbone_default="local")
     p.add_argument("--top", type=int, default=10, help="answers shown (default: 10)")
     p.add_argument("--full", action="store_true", help="show whole observations, not their first lines")
-    p.add_argument("--no-cache", action="store_true", help="do not answer from or write the LLM cache")
     add_tool_args(p)
 
     p = add_verb(sub, "serve", cmd_serve, help="keep the local llama.cpp server up (backbone=local) until Ctrl-C",

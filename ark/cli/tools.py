@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from ark.cli.common import CLIError, add_tool_args, add_verb, open_tools, positive
+from ark.cli.common import CLIError, add_agent_args, add_tool_args, add_verb, open_tools
 
 
 def _show(result, tools) -> int:
@@ -149,12 +149,4 @@ def register(sub) -> None:
     add_tool_args(p)
     p.add_argument("--http", default=None, metavar="HOST:PORT",
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (e.g. 127.0.0.1:8765)")
-    p.add_argument("--backbone", "-b", default=None,
-                   help="a conf/backbone name: adds the ask tool, ARK with this backbone (default: no ask)")
-    p.add_argument("--base-url", default=None, help="ask's OpenAI-compatible endpoint, e.g. http://host:8000/v1")
-    p.add_argument("--model", default=None, help="the model name to request from that endpoint")
-    p.add_argument("--n-agents", "-n", type=positive("--n-agents"), default=3,
-                   help="ask's n, parallel agents (budget.agent.n_agents; default: 3)")
-    p.add_argument("--t-max", type=positive("--t-max"), default=20,
-                   help="ask's T_max, steps per agent (budget.agent.t_max; default: 20)")
-    p.add_argument("--no-cache", action="store_true", help="ask: do not answer from or write the LLM cache")
+    add_agent_args(p, backbone_default=None, whose="ask's")

@@ -65,13 +65,10 @@ class BoundSettings:
         object.__setattr__(self, "ks", ks)
 
     def check(self, toolset: ToolSet) -> None:
-        c = toolset.config
-        if max(self.ks) > c.search_k_max:
-            raise ValueError(f"k={max(self.ks)} is above the toolset's search_k_max={c.search_k_max}; "
-                             f"raise search_k_max or choose ks <= {c.search_k_max}")
-        if self.neighbors_k > c.neighbors_k_max:
-            raise ValueError(f"neighbors_k={self.neighbors_k} is above the toolset's neighbors_k_max="
-                             f"{c.neighbors_k_max}")
+        """Raise ValueError, naming the setting to change, when ``toolset`` cannot make these calls."""
+        from ark.eval.reachability import check_call_sizes
+
+        check_call_sizes(toolset, self.ks, self.neighbors_k)
 
 
 @dataclass

@@ -89,12 +89,7 @@ class ReachSettings:
     def check(self, toolset: ToolSet) -> None:
         """Raise ValueError, naming the setting to change, when ``toolset`` cannot make these calls."""
         c = toolset.config
-        if max(self.ks) > c.search_k_max:
-            raise ValueError(f"k={max(self.ks)} is above the toolset's search_k_max={c.search_k_max}; "
-                             f"raise search_k_max or choose ks <= {c.search_k_max}")
-        if self.neighbors_k > c.neighbors_k_max:
-            raise ValueError(f"neighbors_k={self.neighbors_k} is above the toolset's neighbors_k_max="
-                             f"{c.neighbors_k_max}")
+        check_call_sizes(toolset, self.ks, self.neighbors_k)
         if any(f != "none" for f in self.filters) and not (c.neighbors and c.type_filter):
             raise ValueError(f"filters {list(self.filters)} need explore_neighbors with its type filter "
                              "(ToolConfig.neighbors and type_filter), which this toolset has off; use filters=[none]")
@@ -376,3 +371,15 @@ def plot_reachability(df):
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+def check_call_sizes(toolset: ToolSet, ks: Sequence[int], neighbors_k: int) -> None:
+    """Raise ValueError, naming the setting to change, when ``toolset`` does not allow searches of
+    ``max(ks)`` hits or neighbor calls of ``neighbors_k`` (shared with `ark.eval.reach_bound`)."""
+    c = toolset.config
+    if max(ks) > c.search_k_max:
+        raise ValueError(f"k={max(ks)} is above the toolset's search_k_max={c.search_k_max}; "
+                         f"raise search_k_max or choose ks <= {c.search_k_max}")
+    if neighbors_k > c.neighbors_k_max:
+        raise ValueError(f"neighbors_k={neighbors_k} is above the toolset's neighbors_k_max="
+                         f"{c.neighbors_k_max}")
