@@ -38,11 +38,11 @@ def test_requests_of_every_client_of_a_backbone_are_paced_under_rpm():
         _chat_all([(c, f"question {i}") for i, c in enumerate([a, b] * 12)])   # 24 at once
     slots = sorted(start for start, _ in a.pacer.booked())
     arrived = sorted(server.request_times)
-    per_s = 600 * HEADROOM / 60
+    rate = 600 * HEADROOM / 60
     assert len(slots) == len(arrived) == 24
     # the i-th slot is i / rate after the first, so no second holds more than the rate allows
-    assert all(later - earlier >= 1 / per_s - 1e-9 for earlier, later in zip(slots, slots[1:]))
-    assert _most_in_a_window(slots, [1] * len(slots), 1.0) <= per_s + 1
+    assert all(later - earlier >= 1 / rate - 1e-9 for earlier, later in zip(slots, slots[1:]))
+    assert _most_in_a_window(slots, [1] * len(slots), 1.0) <= rate + 1
     # and no request reached the server before its slot (the server's clock is time.monotonic() too)
     assert all(t >= s - 0.005 for s, t in zip(slots, arrived))
 
@@ -54,15 +54,15 @@ def test_tokens_are_paced_under_tpm_as_the_provider_counts_them():
         _chat_all([(client, f"{i} {words}") for i in range(12)])
     booked = sorted(client.pacer.booked())   # (slot, tokens as the provider counted them)
     counted = server.request_tokens          # prompt tokens + max_tokens, per request, as the server counted
-    per_s = 60_000 * HEADROOM / 60
+    rate = 60_000 * HEADROOM / 60
     assert min(counted) > 200 and server.outcomes == ["ok"] * 12 and len(booked) == 12
     assert sorted(t for _, t in booked) == sorted(counted)    # settled to the provider's own count
     start = booked[0][0]
     for k in range(1, 12):   # what was let go before slot k had to fit the time up to it
         sent_before = sum(t for _, t in booked[:k])
-        assert booked[k][0] - start >= sent_before / per_s * 0.9
+        assert booked[k][0] - start >= sent_before / rate * 0.9
     slots, tokens = [s for s, _ in booked], [t for _, t in booked]
-    assert _most_in_a_window(slots, tokens, 1.0) <= per_s + max(tokens)
+    assert _most_in_a_window(slots, tokens, 1.0) <= rate + max(tokens)
     assert all(t >= s - 0.005 for s, t in zip(slots, sorted(server.request_times)))
 
 
