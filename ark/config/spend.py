@@ -88,15 +88,17 @@ class Point:
 
 
 def point(cfg: DictConfig, source=None, identity: dict | None = None) -> Point:
-    """The known costs of the run ``cfg`` (graph queries read; nothing written)."""
-    from ark.config.identity import run_identity
+    """The known costs of the run ``cfg`` (graph queries read; nothing written). ``identity``: the run's,
+    with the data's fingerprints, as run.json stores it (made here when not given)."""
+    from ark.config.identity import data_identity, run_identity
 
     source = instantiate(cfg.graph) if source is None else source
     queries = shards.select_queries(source.queries().split(cfg.split), cfg.limit, cfg.get("shard"))
     p = Point(cfg, point_name(cfg), is_paid(cfg), fc.selected_keys(queries))
     if not p.paid:
         return p
-    identity = run_identity(cfg) if identity is None else identity
+    if identity is None:   # as run.json holds it, so the runs of the same settings and data are found
+        identity = {**run_identity(cfg), **data_identity(source)[0]}
     p.cost_key = json.dumps(fc.cost_identity(identity), sort_keys=True, default=str)
     p.done = set(fc.measured_costs([_run_dir(cfg)]))
     p.samples = fc.measured_costs([_run_dir(cfg), *fc.same_settings_dirs(cfg.paths.runs, cfg.graph.name, identity)])
