@@ -217,3 +217,25 @@ def test_count_failed_as_miss_rescores_instead_of_blocking(kg, tmp_path):
     info["identity"]["count_failed_as_miss"] = False   # as a run.json written while it was part of the identity
     (out / "run.json").write_text(json.dumps(info))
     assert run(tables(kg, tmp_path, "count_failed_as_miss=true"))["this_run"]["computed"] == 0
+
+
+def test_torchmetrics_is_part_of_the_identity_in_stark_qa_mode_only(kg, tmp_path):
+    """The torchmetrics behaviour ranks in stark_qa mode only: a paper-mode run.json does not hold it, one
+    written when it held it ("1.9", the earlier default) still resumes under today's default, and a
+    stark_qa-mode run made with the other behaviour is refused, naming it."""
+    cfg = tables(kg, tmp_path)
+    out = Path(cfg.out_dir)
+    run(cfg)
+    info = json.loads((out / "run.json").read_text())
+    assert "torchmetrics" not in info["identity"] and info["torchmetrics"] is None
+    info["identity"]["torchmetrics"] = "1.9"            # as a run.json written while every mode held it
+    (out / "run.json").write_text(json.dumps(info))
+    assert run(tables(kg, tmp_path))["this_run"]["computed"] == 0
+    stark = tables(kg, tmp_path, "metrics_mode=stark_qa", "torchmetrics=1.9", f"out_dir={tmp_path / 'stark'}")
+    run(stark)
+    assert json.loads((tmp_path / "stark" / "run.json").read_text())["identity"]["torchmetrics"] == "1.9"
+    assert run(tables(kg, tmp_path, "metrics_mode=stark_qa", "torchmetrics='1.9'",
+                      f"out_dir={tmp_path / 'stark'}"))["this_run"]["computed"] == 0   # the same setting quoted
+    with pytest.raises(SystemExit) as e:
+        run(tables(kg, tmp_path, "metrics_mode=stark_qa", f"out_dir={tmp_path / 'stark'}"))   # the default, 1.7.0
+    assert "torchmetrics='1.9' there, '1.7.0' now" in str(e.value)

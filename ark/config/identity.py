@@ -122,6 +122,7 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
             + (() if uses_search(cfg) else ("search",)) + (() if uses_encoder(cfg) else ("encoder",)))
     kept = {k: v for k, v in sorted(flat.items())
             if not _is_target(k) and not any(k == s or k.startswith(s + ".") for s in skip)}
+    _scoring_only_where_used(kept)
     return json.loads(json.dumps(kept, default=str))   # as run.json stores it (tuples become lists)
 
 
@@ -144,11 +145,23 @@ def fingerprint(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _scoring_only_where_used(identity: dict[str, Any]) -> dict[str, Any]:
+    """``torchmetrics`` left out of an identity outside ``metrics_mode=stark_qa``, the one mode it ranks in
+    (so its default can change without refusing any other run's directory), and as a string there
+    (``torchmetrics=1.9`` on a command line is the float 1.9, the same setting as the default "1.9")."""
+    if identity.get("metrics_mode", "paper") != "stark_qa":
+        identity.pop("torchmetrics", None)
+    elif "torchmetrics" in identity:
+        identity["torchmetrics"] = str(identity["torchmetrics"])
+    return identity
+
+
 def _setting_keys(identity: dict[str, Any]) -> dict[str, Any]:
     """An identity's settings, compared as they are today: no ``_target_``, nothing `NOT_IDENTITY` names
-    (a run.json written before a key moved there still held it), no data fingerprints (`DATA_KEYS`)."""
-    return {k: v for k, v in identity.items() if not _is_target(k) and k not in DATA_KEYS
-            and not any(k == s or k.startswith(s + ".") for s in NOT_IDENTITY)}
+    (a run.json written before a key moved there still held it), no data fingerprints (`DATA_KEYS`), and
+    ``torchmetrics`` only in stark_qa mode (a run.json written before held it in every mode)."""
+    return _scoring_only_where_used({k: v for k, v in identity.items() if not _is_target(k) and k not in DATA_KEYS
+                                     and not any(k == s or k.startswith(s + ".") for s in NOT_IDENTITY)})
 
 
 def differing_settings(old: dict[str, Any], info: dict[str, Any]) -> tuple[dict, dict, list[str]]:
