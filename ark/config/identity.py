@@ -148,7 +148,7 @@ def fingerprint(identity: dict[str, Any]) -> str:
 def _scoring_only_where_used(identity: dict[str, Any]) -> dict[str, Any]:
     """``torchmetrics`` left out of an identity outside ``metrics_mode=stark_qa``, the one mode it ranks in
     (so its default can change without refusing any other run's directory), and as a string there
-    (``torchmetrics=1.9`` on a command line is the float 1.9, the same setting as the default "1.9")."""
+    (``torchmetrics=1.9`` on a command line is the float 1.9, the same setting as "1.9" quoted)."""
     if identity.get("metrics_mode", "paper") != "stark_qa":
         identity.pop("torchmetrics", None)
     elif "torchmetrics" in identity:
