@@ -15,7 +15,7 @@ job's log file), which a decorated script takes from its own file name.
 closest valid key, `ark.config.keys`), and a sweep is prepared (`ark.config.sweep.prepare`: directories,
 forecast, confirmation, ledger), so ``python experiments/run.py -m ...`` is the sweep ``ark run -m``
 launches. For a single run it also notes which directories of the run's ``out_dir`` do not exist yet
-(`made_by_hydra`): Hydra makes its run directory before the job starts, so a job that stops before its
+(`ark.config.job_dirs`): Hydra makes its run directory before the job starts, so a job that stops before its
 run began (a bad setting, a missing file, a refused directory) removes exactly what Hydra made for it,
 wherever ``out_dir=`` points (`ark.config.run.job`).
 """
@@ -24,31 +24,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
+from ark.config.job_dirs import note_before_job
 from ark.config.location import conf_dir
-
-# a single run's out_dir (resolved) -> the highest of its directories that did not exist before Hydra's job
-# made it (None: out_dir existed), noted by `command_line`
-_BEFORE_JOB: dict[str, Path | None] = {}
-
-
-def _highest_missing(path: Path) -> Path | None:
-    """The highest directory on the way to ``path`` (``path`` included) that does not exist, or None."""
-    top = None
-    for p in [path, *path.parents]:
-        if p.exists():
-            break
-        top = p
-    return top
-
-
-def made_by_hydra(job_dir: Path | str) -> tuple[bool, Path | None]:
-    """(whether `command_line` saw ``job_dir`` before Hydra's job started, the highest of its directories
-    that did not exist then: what Hydra made for the job; None when ``job_dir`` existed already)."""
-    k = str(Path(job_dir).resolve())
-    return k in _BEFORE_JOB, _BEFORE_JOB.get(k)
-
 
 def launch(task: Callable, config_name: str, args: Sequence[str], job_name: str, prog: str = "ark") -> None:
     """Run ``task`` under Hydra's command line with ``args`` (Hydra exits the process on its own errors)."""
@@ -79,10 +57,8 @@ def command_line(argv: Sequence[str], config_name: str) -> list[str]:
     try:
         if not args.multirun:
             cfg = compose(args.overrides, config_name)
-            out = cfg.get("out_dir")   # Hydra's run directory (hydra.run.dir), made before the job starts
-            if out is not None:
-                out = Path(str(out)).resolve()
-                _BEFORE_JOB[str(out)] = _highest_missing(out)
+            if cfg.get("out_dir") is not None:   # Hydra's run directory (hydra.run.dir), made before the job
+                note_before_job(str(cfg.out_dir))
             return list(argv)
         overrides = prepare(args.overrides, config_name)
     except (ValueError, FileNotFoundError) as e:

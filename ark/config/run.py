@@ -155,7 +155,7 @@ def _print_summary(out: Path, summary: dict) -> None:
 def remove_unstarted(job_dir: Path, runs_root: Path, made: Path | None = None) -> None:
     """Remove the directory Hydra made for a job that stopped before its run began (it then holds at
     most Hydra's run.log), and its parents while they are empty: up to ``made`` included when it is
-    given (the highest directory that did not exist before Hydra's job started, `ark.config.app.made_by_hydra`),
+    given (the highest directory that did not exist before Hydra's job started, `ark.config.job_dirs.made_by_hydra`),
     else up to ``runs_root`` included, and further up to the working directory when ``runs_root`` lies
     inside it."""
     job_dir, runs_root = Path(job_dir).resolve(), Path(runs_root).resolve()
@@ -181,7 +181,7 @@ def job(cfg: DictConfig) -> None:
     `run`, and when it stops before the run began, the directory Hydra made for it removed. Third-party
     log lines are left out unless ``verbose=true`` (`ark.logs.setup`)."""
     from ark import logs
-    from ark.config.app import made_by_hydra
+    from ark.config.job_dirs import made_by_hydra
 
     from hydra.core.hydra_config import HydraConfig
 
