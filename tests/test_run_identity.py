@@ -239,3 +239,31 @@ def test_torchmetrics_is_part_of_the_identity_in_stark_qa_mode_only(kg, tmp_path
     with pytest.raises(SystemExit) as e:
         run(tables(kg, tmp_path, "metrics_mode=stark_qa", f"out_dir={tmp_path / 'stark'}"))   # the default, 1.7.0
     assert "torchmetrics='1.9' there, '1.7.0' now" in str(e.value)
+
+
+def test_index_settings_are_part_of_the_identity_only_for_their_index_kind():
+    """HNSW's M/efConstruction/efSearch and IVF's nprobe change nothing in a run over the exact index: its
+    identity leaves them out (a run.json that held them, with the earlier defaults, still matches), and an
+    HNSW run holds the values it builds and searches with, the agent's and a baseline's alike."""
+    from ark.config.identity import differing_settings, run_identity
+
+    def identity(*extra):
+        return run_identity(compose(["graph=demo", "search=hybrid", "encoder=minilm", *extra]))
+
+    flat = identity()
+    assert flat["search.setup.index_kind"] == "flat"
+    assert not [k for k in flat if k.split(".")[-1] in ("hnsw_m", "ef_construction", "ef_search", "nprobe")]
+    old = {**flat, "search.setup.hnsw_m": 32, "search.setup.ef_construction": 80, "search.setup.ef_search": 128,
+           "search.setup.nprobe": 16}                       # as a run.json written before held them
+    assert differing_settings({"identity": old}, {"identity": flat})[2] == []
+    hnsw = identity("search.setup.index_kind=hnsw")
+    assert (hnsw["search.setup.hnsw_m"], hnsw["search.setup.ef_construction"], hnsw["search.setup.ef_search"]) == \
+        (32, 100, 192) and "search.setup.nprobe" not in hnsw
+    older = {**hnsw, "search.setup.ef_construction": 80, "search.setup.ef_search": 128}
+    assert differing_settings({"identity": older}, {"identity": hnsw})[2] == ["search.setup.ef_construction",
+                                                                               "search.setup.ef_search"]
+    assert identity("search.setup.index_kind=ivf")["search.setup.nprobe"] == 16
+    baseline = run_identity(compose(["graph=demo", "retriever=dense", "encoder=minilm", "retriever.build.index_kind=hnsw"]))
+    assert (baseline["retriever.hnsw_m"], baseline["retriever.ef_construction"], baseline["retriever.ef_search"]) == \
+        (32, 100, 192)
+    assert "retriever.ef_search" not in run_identity(compose(["graph=demo", "retriever=dense", "encoder=minilm"]))
