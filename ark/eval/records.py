@@ -88,8 +88,8 @@ def score(ranking, gold, cands, metrics, settings: RunSettings, scores=None) -> 
 
 def scored_ranking(retrieval, settings: RunSettings, cands: CandidateSet | None) -> tuple[list[int], list[float] | None]:
     """The list a query's record holds and scores, with the retriever's own score of each entry (None
-    where it has none): the retriever's ranking cut to ``top`` and stripped of non-candidates
-    (`ark.eval.metrics.scored_list_and_scores`), or, under ``metrics_mode="authors"``, the whole list
+    where it has none): the retriever's ranking cut to ``top`` (stripped of non-candidates first with
+    ``cut="candidates_first"``; `ark.eval.metrics.scored_list_and_scores`), or, under ``metrics_mode="authors"``, the whole list
     the authors' evaluation scores (the agents' lists fused by `ark.eval.metrics.authors_fuse`, uncut; a
     baseline's own list as it is; no scores, the authors' protocol ranks by list order)."""
     if retrieval is None:
