@@ -6,6 +6,8 @@ each maps a chat request to the reply a model following that policy would send.
 
 from __future__ import annotations
 
+import re
+
 
 def search_select_finish(request: dict):
     """Scripted policy: search the question, select what the search showed, finish."""
