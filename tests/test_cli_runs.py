@@ -97,6 +97,34 @@ def test_ark_run_multirun_bad_value_leaves_no_directory(tmp_path):
     assert [p.name for p in (tmp_path / "runs" / "default" / "demo").iterdir()] == ["bm25_test_limit4"]
 
 
+def _script(tmp_path, *args):
+    """experiments/run.py run from a working directory of its own (``tmp_path/work``, paths.runs below it)."""
+    cwd = tmp_path / "work"
+    cwd.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, str(REPO / "experiments" / "run.py"), *BM25, *args], cwd=cwd,
+                          env=_env(), capture_output=True, text=True, timeout=600)
+
+
+def test_a_stop_before_the_run_leaves_no_directory_wherever_out_dir_points(tmp_path):
+    """Hydra makes a run's directory (out_dir) before the job starts; a job that stops before its run began
+    removes what Hydra made, also outside paths.runs and the working directory, and nothing that was there
+    before."""
+    outside = tmp_path / "elsewhere"
+    done = _script(tmp_path, f"out_dir={outside / 'x' / 'y'}", "split=tset")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("bad setting split='tset': choose one of train, val, test")
+    assert not outside.exists()
+    # a stop after the settings check (the reference run is missing), below a folder that was there before
+    (tmp_path / "kept").mkdir()
+    done = _script(tmp_path, f"out_dir={tmp_path / 'kept' / 'a' / 'b'}", f"compare_to={tmp_path / 'nosuch'}")
+    assert done.returncode == 1 and "compare_to:" in done.stderr and "Traceback" not in done.stderr
+    assert (tmp_path / "kept").is_dir() and list((tmp_path / "kept").iterdir()) == []
+    # an out_dir that was there before the job is left as it was
+    (tmp_path / "kept" / "mine").mkdir()
+    done = _script(tmp_path, f"out_dir={tmp_path / 'kept' / 'mine'}", "split=tset")
+    assert done.returncode == 1 and (tmp_path / "kept" / "mine").is_dir()
+
+
 def test_ark_run_multirun_with_an_unknown_option_stops_before_any_job(tmp_path, capsys):
     assert main(["run", "-m", *BM25, "retriever=bm25,bm26", f"paths.runs={tmp_path / 'runs'}"]) == 2
     err = capsys.readouterr().err

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "results" / "paper" / "table1.csv"
 
 
-def make_run(root: Path, graph: str, retriever: str, backbone=None, fail=(), n=20, split="test"):
+def make_run(root: Path, graph: str, retriever: str, backbone=None, fail=(), n=20, split="test", mode="paper"):
     name = "bm25" if retriever == "bm25" else f"ark-{backbone}-t20_n3-full"
     d = root / "table1" / graph / name
     info = {"experiment": "table1", "graph": graph, "retriever": retriever, "backbone": backbone,
@@ -24,7 +24,8 @@ def make_run(root: Path, graph: str, retriever: str, backbone=None, fail=(), n=2
     d.mkdir(parents=True)
     (d / "run.json").write_text(json.dumps(info))
     return run_queries(TinyRetriever(fail_ids=set(fail)), make_queries(n),
-                       RunSettings(out_dir=d, progress=False, n_boot=100, top=100 if retriever == "bm25" else 20))
+                       RunSettings(out_dir=d, progress=False, n_boot=100, top=100 if retriever == "bm25" else 20,
+                                   metrics_mode=mode))
 
 
 def test_paper_table_has_every_row_and_citation():
@@ -58,7 +59,7 @@ def test_table1_from_runs(tmp_path):
     paths = write_table1(t, tmp_path / "out")
     md, csv_path, tex = paths
     text = md.read_text()
-    assert "| ↳ **ours**: ARK + gpt-4.1 (t20_n3, full)" in text
+    assert "| ↳ **ours**: ARK + gpt-4.1 (t20_n3, full) · *paper protocol*" in text
     assert "**ours***: ARK + scripted (t20_n3, full)" in text and "19/20 queries scored" in text
     recs = list(csv.DictReader(open(csv_path)))
     diff = next(r for r in recs if r["method"] == "ARK" and r["source"] == "diff" and r["graph"] == "prime"
@@ -140,3 +141,43 @@ def test_a_single_run_stops_before_work_with_each_fix(tmp_path, monkeypatch):
     assert f"ark download prime --root {tmp_path / 'nodata'}" in msg
     assert "export OPENAI_API_KEY=" in msg
     assert not (tmp_path / "runs").exists()                    # nothing ran
+
+
+def test_table1_reports_each_run_under_both_protocols(tmp_path):
+    """Every run's row as it was scored, then the authors' protocol rescored from its records (no LLM):
+    the agents' lists fused by votes, ties by first index, uncut, failed queries left out."""
+    from ark.eval.metrics import authors_aggregate, authors_record_metrics
+    from ark.eval.rundir import RunDir
+
+    runs = tmp_path / "runs"
+    for g in ("amazon", "mag", "prime"):
+        make_run(runs, g, "ark", "gpt-4.1", fail={5} if g == "mag" else ())
+    make_run(runs, "demo", "ark", "scripted", mode="authors")
+    t = build_table1(runs, "table1", PAPER)
+    ark = t.ours["ARK"][0]
+    assert ark.protocol_label == "paper protocol" and ark.n_left_out == 1
+    mag = RunDir(runs / "table1" / "mag" / "ark-gpt-4.1-t20_n3-full")
+    want = authors_aggregate([authors_record_metrics(r, ("hit@1", "recall@20", "mrr")) for r in mag.records()],
+                             n_boot=100)
+    for m in ("hit@1", "recall@20", "mrr"):
+        assert ark.authors[("mag", m)][0] == pytest.approx(100 * want[m]["mean"])
+        assert ark.values[("mag", m)][0] == pytest.approx(100 * mag.metrics["metrics"][m]["mean"])
+    assert want["mrr"]["n"] == 19 and want["mrr"]["n_left_out"] == 1
+    assert ark.authors[("mag", "hit@1")] != ark.values[("mag", "hit@1")]   # the two protocols differ here
+    # a run made with metrics_mode=authors is labelled so and needs no rescoring
+    demo = t.other[0]
+    assert demo.protocol_label == "authors' protocol" and demo.authors == {}
+
+    md, csv_path, tex = write_table1(t, tmp_path / "out")
+    text = md.read_text()
+    assert "| ↳ **ours***: ARK + gpt-4.1 (t20_n3, full) · *authors' protocol, rescored* |" in text
+    assert "| ↳ **Δ** · *authors' protocol, rescored* |" in text
+    assert "**ours**: ARK + scripted (t20_n3, full) · *authors' protocol* |" in text
+    assert "the authors' protocol leaves 1 failed out" in text
+    recs = list(csv.DictReader(open(csv_path)))
+    rescored = next(r for r in recs if r["method"] == "ARK" and r["source"] == "ours_authors" and r["graph"] == "mag"
+                    and r["metric"] == "mrr")
+    assert rescored["protocol"] == "authors' protocol, rescored"
+    assert float(rescored["value"]) == pytest.approx(100 * want["mrr"]["mean"], abs=1e-4)
+    assert {r["source"] for r in recs if r["method"] == "ARK"} == {"paper", "ours", "diff", "ours_authors", "diff_authors"}
+    assert r"\quad ours$^*$ (authors' protocol, rescored) &" in tex.read_text()

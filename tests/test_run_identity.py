@@ -210,3 +210,53 @@ def test_count_failed_as_miss_rescores_instead_of_blocking(kg, tmp_path):
     info["identity"]["count_failed_as_miss"] = False   # as a run.json written while it was part of the identity
     (out / "run.json").write_text(json.dumps(info))
     assert run(tables(kg, tmp_path, "count_failed_as_miss=true"))["this_run"]["computed"] == 0
+
+
+def test_torchmetrics_is_part_of_the_identity_in_stark_qa_mode_only(kg, tmp_path):
+    """The torchmetrics behaviour ranks in stark_qa mode only: a paper-mode run.json does not hold it, one
+    written when it held it ("1.9", the earlier default) still resumes under today's default, and a
+    stark_qa-mode run made with the other behaviour is refused, naming it."""
+    cfg = tables(kg, tmp_path)
+    out = Path(cfg.out_dir)
+    run(cfg)
+    info = json.loads((out / "run.json").read_text())
+    assert "torchmetrics" not in info["identity"] and info["torchmetrics"] is None
+    info["identity"]["torchmetrics"] = "1.9"            # as a run.json written while every mode held it
+    (out / "run.json").write_text(json.dumps(info))
+    assert run(tables(kg, tmp_path))["this_run"]["computed"] == 0
+    stark = tables(kg, tmp_path, "metrics_mode=stark_qa", "torchmetrics=1.9", f"out_dir={tmp_path / 'stark'}")
+    run(stark)
+    assert json.loads((tmp_path / "stark" / "run.json").read_text())["identity"]["torchmetrics"] == "1.9"
+    assert run(tables(kg, tmp_path, "metrics_mode=stark_qa", "torchmetrics='1.9'",
+                      f"out_dir={tmp_path / 'stark'}"))["this_run"]["computed"] == 0   # the same setting quoted
+    with pytest.raises(SystemExit) as e:
+        run(tables(kg, tmp_path, "metrics_mode=stark_qa", f"out_dir={tmp_path / 'stark'}"))   # the default, 1.7.0
+    assert "torchmetrics='1.9' there, '1.7.0' now" in str(e.value)
+
+
+def test_index_settings_are_part_of_the_identity_only_for_their_index_kind():
+    """HNSW's M/efConstruction/efSearch and IVF's nprobe change nothing in a run over the exact index: its
+    identity leaves them out (a run.json that held them, with the earlier defaults, still matches), and an
+    HNSW run holds the values it builds and searches with, the agent's and a baseline's alike."""
+    from ark.config.identity import differing_settings, run_identity
+
+    def identity(*extra):
+        return run_identity(compose(["graph=demo", "search=hybrid", "encoder=minilm", *extra]))
+
+    flat = identity()
+    assert flat["search.setup.index_kind"] == "flat"
+    assert not [k for k in flat if k.split(".")[-1] in ("hnsw_m", "ef_construction", "ef_search", "nprobe")]
+    old = {**flat, "search.setup.hnsw_m": 32, "search.setup.ef_construction": 80, "search.setup.ef_search": 128,
+           "search.setup.nprobe": 16}                       # as a run.json written before held them
+    assert differing_settings({"identity": old}, {"identity": flat})[2] == []
+    hnsw = identity("search.setup.index_kind=hnsw")
+    assert (hnsw["search.setup.hnsw_m"], hnsw["search.setup.ef_construction"], hnsw["search.setup.ef_search"]) == \
+        (32, 100, 192) and "search.setup.nprobe" not in hnsw
+    older = {**hnsw, "search.setup.ef_construction": 80, "search.setup.ef_search": 128}
+    assert differing_settings({"identity": older}, {"identity": hnsw})[2] == ["search.setup.ef_construction",
+                                                                               "search.setup.ef_search"]
+    assert identity("search.setup.index_kind=ivf")["search.setup.nprobe"] == 16
+    baseline = run_identity(compose(["graph=demo", "retriever=dense", "encoder=minilm", "retriever.build.index_kind=hnsw"]))
+    assert (baseline["retriever.hnsw_m"], baseline["retriever.ef_construction"], baseline["retriever.ef_search"]) == \
+        (32, 100, 192)
+    assert "retriever.ef_search" not in run_identity(compose(["graph=demo", "retriever=dense", "encoder=minilm"]))

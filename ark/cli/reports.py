@@ -3,6 +3,7 @@
     ark compare RUN REFERENCE [--test permutation]        # paired differences over the same queries
     ark attribute results/runs/<experiment>/<graph>/<run>  # where gold nodes were found or lost
     ark table1                                            # results/table1.{md,csv,tex} from results/runs/table1
+                                                          # (each run as scored, and by the authors' protocol)
     ark table1 --reproduce [graph=demo backbone=local limit=5]   # check, run the sweep, then build
     ark figures results/runs --out results/figures        # the paper's figures and tables
     ark viewer results/runs/<experiment>/<graph>/<run> --out viewer.html

@@ -14,7 +14,10 @@ job's log file), which a decorated script takes from its own file name.
 (``sys.argv = command_line(sys.argv, "config")``): the overrides' keys are checked (one line naming the
 closest valid key, `ark.config.keys`), and a sweep is prepared (`ark.config.sweep.prepare`: directories,
 forecast, confirmation, ledger), so ``python experiments/run.py -m ...`` is the sweep ``ark run -m``
-launches.
+launches. For a single run it also notes which directories of the run's ``out_dir`` do not exist yet
+(`ark.config.job_dirs`): Hydra makes its run directory before the job starts, so a job that stops before its
+run began (a bad setting, a missing file, a refused directory) removes exactly what Hydra made for it,
+wherever ``out_dir=`` points (`ark.config.run.job`).
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
+from ark.config.job_dirs import note_before_job
 from ark.config.location import conf_dir
-
 
 def launch(task: Callable, config_name: str, args: Sequence[str], job_name: str, prog: str = "ark") -> None:
     """Run ``task`` under Hydra's command line with ``args`` (Hydra exits the process on its own errors)."""
@@ -53,7 +56,9 @@ def command_line(argv: Sequence[str], config_name: str) -> list[str]:
         return list(argv)
     try:
         if not args.multirun:
-            compose(args.overrides, config_name)
+            cfg = compose(args.overrides, config_name)
+            if cfg.get("out_dir") is not None:   # Hydra's run directory (hydra.run.dir), made before the job
+                note_before_job(str(cfg.out_dir))
             return list(argv)
         overrides = prepare(args.overrides, config_name)
     except (ValueError, FileNotFoundError) as e:

@@ -122,6 +122,9 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
             + (() if uses_search(cfg) else ("search",)) + (() if uses_encoder(cfg) else ("encoder",)))
     kept = {k: v for k, v in sorted(flat.items())
             if not _is_target(k) and not any(k == s or k.startswith(s + ".") for s in skip)}
+    if OmegaConf.select(cfg, "retriever.build.index_kind", default=None) == "hnsw":   # a baseline's HNSW graph
+        kept.update({f"retriever.{k}": v for k, v in _hnsw_defaults().items()})
+    _only_where_used(kept)
     return json.loads(json.dumps(kept, default=str))   # as run.json stores it (tuples become lists)
 
 
@@ -144,11 +147,49 @@ def fingerprint(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+# the vector index settings that act only on an index of their kind (ark.search.vectors)
+_INDEX_PARAMS = {"hnsw": ("hnsw_m", "ef_construction", "ef_search"), "ivf": ("nprobe",)}
+
+
+def _hnsw_defaults() -> dict[str, Any]:
+    """The HNSW settings a baseline's index is built and searched with (`ark.search.modes.SearchSetup`'s)."""
+    from ark.search.modes import SearchSetup
+
+    return {f.name: f.default for f in dataclasses.fields(SearchSetup) if f.name in _INDEX_PARAMS["hnsw"]}
+
+
+def _only_where_used(identity: dict[str, Any]) -> dict[str, Any]:
+    """An identity without the settings that change nothing in its run: `_scoring_only_where_used`, and
+    the HNSW settings (``hnsw_m``, ``ef_construction``, ``ef_search``) and IVF's ``nprobe`` only where the
+    agent's search (``search.setup.*``) or a baseline (``retriever.*``) uses an index of that kind, so
+    their defaults can change without refusing a directory made with the exact index."""
+    for prefix in ("search.setup.", "retriever."):
+        kind = identity.get(prefix + "index_kind")
+        for index_kind, params in _INDEX_PARAMS.items():
+            if kind != index_kind:
+                for name in params:
+                    identity.pop(prefix + name, None)
+    return _scoring_only_where_used(identity)
+
+
+def _scoring_only_where_used(identity: dict[str, Any]) -> dict[str, Any]:
+    """``torchmetrics`` left out of an identity outside ``metrics_mode=stark_qa``, the one mode it ranks in
+    (so its default can change without refusing any other run's directory), and as a string there
+    (``torchmetrics=1.9`` on a command line is the float 1.9, the same setting as "1.9" quoted)."""
+    if identity.get("metrics_mode", "paper") != "stark_qa":
+        identity.pop("torchmetrics", None)
+    elif "torchmetrics" in identity:
+        identity["torchmetrics"] = str(identity["torchmetrics"])
+    return identity
+
+
 def _setting_keys(identity: dict[str, Any]) -> dict[str, Any]:
     """An identity's settings, compared as they are today: no ``_target_``, nothing `NOT_IDENTITY` names
-    (a run.json written before a key moved there still held it), no data fingerprints (`DATA_KEYS`)."""
-    return {k: v for k, v in identity.items() if not _is_target(k) and k not in DATA_KEYS
-            and not any(k == s or k.startswith(s + ".") for s in NOT_IDENTITY)}
+    (a run.json written before a key moved there still held it), no data fingerprints (`DATA_KEYS`), and
+    the settings that change nothing in the run left out (`_only_where_used`; a run.json written before
+    held ``torchmetrics`` in every mode and the HNSW settings with every index kind)."""
+    return _only_where_used({k: v for k, v in identity.items() if not _is_target(k) and k not in DATA_KEYS
+                             and not any(k == s or k.startswith(s + ".") for s in NOT_IDENTITY)})
 
 
 def differing_settings(old: dict[str, Any], info: dict[str, Any]) -> tuple[dict, dict, list[str]]:

@@ -152,16 +152,21 @@ def _print_summary(out: Path, summary: dict) -> None:
         print("  " + summary["warning"])
 
 
-def remove_unstarted(job_dir: Path, runs_root: Path) -> None:
+def remove_unstarted(job_dir: Path, runs_root: Path, made: Path | None = None) -> None:
     """Remove the directory Hydra made for a job that stopped before its run began (it then holds at
-    most Hydra's run.log), and its parents while they are empty: up to ``runs_root`` included, and
-    further up to the working directory when ``runs_root`` lies inside it."""
+    most Hydra's run.log), and its parents while they are empty: up to ``made`` included when it is
+    given (the highest directory that did not exist before Hydra's job started, `ark.config.job_dirs.made_by_hydra`),
+    else up to ``runs_root`` included, and further up to the working directory when ``runs_root`` lies
+    inside it."""
     job_dir, runs_root = Path(job_dir).resolve(), Path(runs_root).resolve()
     if not job_dir.is_dir() or not {p.name for p in job_dir.iterdir()} <= {"run.log"}:
         return
     (job_dir / "run.log").unlink(missing_ok=True)
     cwd = Path.cwd().resolve()
-    stop = cwd if cwd in runs_root.parents else runs_root.parent
+    if made is not None:
+        stop = Path(made).resolve().parent
+    else:
+        stop = cwd if cwd in runs_root.parents else runs_root.parent
     d = job_dir
     while d != stop and stop in d.parents:
         try:
@@ -176,14 +181,22 @@ def job(cfg: DictConfig) -> None:
     `run`, and when it stops before the run began, the directory Hydra made for it removed. Third-party
     log lines are left out unless ``verbose=true`` (`ark.logs.setup`)."""
     from ark import logs
+    from ark.config.job_dirs import made_by_hydra
 
     from hydra.core.hydra_config import HydraConfig
+
+    def unstarted() -> None:   # the directories Hydra made for this job go again
+        job_dir = Path(HydraConfig.get().runtime.output_dir)
+        seen, made = made_by_hydra(job_dir)
+        if seen and made is None:   # out_dir was there before the job: not Hydra's to remove
+            return
+        remove_unstarted(job_dir, Path(cfg.paths.runs), made)
 
     logs.setup(verbose=cfg.get("verbose") is True)
     try:
         result = run(cfg)
     except SystemExit:
-        remove_unstarted(Path(HydraConfig.get().runtime.output_dir), Path(cfg.paths.runs))
+        unstarted()
         raise
-    if "estimate" in result:   # a forecast, no run: the directory Hydra made goes again
-        remove_unstarted(Path(HydraConfig.get().runtime.output_dir), Path(cfg.paths.runs))
+    if "estimate" in result:   # a forecast, no run
+        unstarted()

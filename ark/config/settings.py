@@ -3,7 +3,7 @@
     from ark.config.settings import check_settings, setting_problems
     setting_problems(compose(["limit=-1", "metrics_mode=exact"]))
     # ["bad setting limit=-1: use a whole number >= 0, or null for the whole split",
-    #  "bad setting metrics_mode='exact': choose one of paper, stark_qa"]
+    #  "bad setting metrics_mode='exact': choose one of paper, stark_qa, authors"]
 
 Each problem is one line naming the value and the valid choices. The checks build nothing heavier than
 the small config objects (graph source, backbone, agent, tool and search configs, encoder), whose own

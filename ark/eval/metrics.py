@@ -1,7 +1,7 @@
 """Retrieval metrics with STaRK's definitions: Hit@k, Recall@k, MRR, and bootstrap confidence intervals.
 
-Owns the numbers in Table 1. Three ways (``mode``; a run's ``metrics_mode`` is one of the first two so
-far) to score one ranked list, all documented here:
+Owns the numbers in Table 1. Three ways (``mode``, a run's ``metrics_mode``) to score one ranked list,
+all documented here:
 
 ``mode="paper"`` (default; how the ARK paper scores, appendix "Implementation Details")
     The retriever's ranked list *is* the ranking. ARK's fused list is truncated to the top 20 by the
@@ -22,9 +22,11 @@ far) to score one ranked list, all documented here:
     Exactly `stark_evaluate` on the list: stark-qa's ``Evaluator`` writes the score dict into a
     vector over *all* candidates and gives every unscored candidate ``min(score) - 1``, one big tie
     at the bottom that torch orders however its ``argsort``/``topk`` order ties; we make the same
-    torch calls on the same tensors, so the tie comes out the same. The list's scores are
-    `stark_scores` (``len - position + 1``, all > 0) unless the caller passes the retriever's own
-    (``Retrieval.scores`` of the baselines; `scored_list_and_scores` cuts both alike). To reproduce a
+    torch calls on the same tensors, so the tie comes out the same. The list's scores are the
+    retriever's own where it has them (``Retrieval.scores`` of the baselines: BM25, cosine, RRF; the
+    runner cuts them with the list, `scored_list_and_scores`, and stores them with the query's record),
+    else `stark_scores` (``len - position + 1``, all > 0): ARK's fused ranking is made of votes and has
+    no scores, and a record written before scores were stored has none. To reproduce a
     stark-qa baseline's numbers the list must be the one stark-qa's model returns, e.g.
     `ark.baselines.BM25Retriever.stark_qa_forward` (its top k with zero scores kept, chosen as bm25s
     chooses them).
@@ -33,7 +35,9 @@ far) to score one ranked list, all documented here:
     do not). With `stark_scores` (all >= 2) the two agree; with a retriever's own scores they differ
     wherever a gold node's score, or the bottom tie's ``min - 1``, is <= 0 (BM25's zeros and scores
     below 1, cosine similarities, log-probabilities, negative ranks), where "1.9" gives MRR and Recall
-    0 and "1.7.0" does not. On a ranking that scores every
+    0 and "1.7.0" does not: the switch changes a baseline run's numbers and never an ARK run's. The
+    default is "1.7.0" (`DEFAULT_TORCHMETRICS`), the behaviour of STaRK's published numbers, which
+    the paper's baseline rows are (its BM25 row is STaRK's). On a ranking that scores every
     candidate the two modes agree exactly. On a truncated list they differ wherever the tie matters:
     MRR gets a positive reciprocal rank for a gold node outside the list (somewhere inside the tie,
     1/(len+1) at most), and Hit@k/Recall@k for k > len(list) can count gold nodes from the tie.
@@ -43,8 +47,10 @@ far) to score one ranked list, all documented here:
     list or the gold ids (a non-candidate an agent selected keeps its position; MRR is 1/rank of the
     first gold anywhere in the list, Hit@k and Recall@k read its first k entries). The fusion is
     `ark.fusion.fuse` with ``tie_break="concat"`` (`authors_fuse`), and `authors_aggregate` averages
-    over the queries that did not fail (a failed query is left out, not scored as a miss). What could
-    and could not be checked of that description is in README's metrics section.
+    over the queries that did not fail (a failed query is left out, not scored as a miss). A run with
+    ``metrics_mode=authors`` records that list (`ark.eval.records.scored_ranking`) and averages that way;
+    `authors_record_metrics` rescores any run's records by it (Table 1 shows both). What could and
+    could not be checked of that description is in README's metrics section.
 
 NaN scores. `stark_evaluate` reproduces stark-qa exactly: its fill value is Python's builtin
 ``min(pred) - 1`` over the score tensor, which skips a NaN unless it is the first score (then every
@@ -76,14 +82,16 @@ import numpy as np
 
 # The two torchmetrics behaviours stark-qa's numbers can have (its Evaluator calls torchmetrics'
 # functional retrieval metrics, unpinned): "1.7.0" before PR #3104, "1.9" since 1.7.4, where MRR and
-# Recall ignore every gold node whose score is <= 0. STaRK's published numbers predate 1.7.4 (README).
+# Recall ignore every gold node whose score is <= 0. The default is "1.7.0": STaRK's published numbers
+# (the STaRK paper and its 2024 leaderboard, whose BM25 row the ARK paper's Table 1 repeats) predate
+# torchmetrics 1.7.4 (July 2025); give "1.9" to match a fresh install of stark-qa today. A run's
+# identity holds the setting in stark_qa mode only, the one mode it changes.
 TORCHMETRICS: tuple[str, ...] = ("1.7.0", "1.9")
-DEFAULT_TORCHMETRICS = "1.9"
+DEFAULT_TORCHMETRICS = "1.7.0"
 DEFAULT_METRICS: tuple[str, ...] = ("hit@1", "hit@5", "recall@20", "mrr")
-MODES: tuple[str, ...] = ("paper", "stark_qa")   # what a run's metrics_mode may be today
-# every mode `evaluate` knows: "authors" also needs the runner to keep the whole fused list (no cut, no
-# candidate filter, tie_break="concat") and `authors_aggregate`, so runs accept it once they do that
-ALL_MODES: tuple[str, ...] = MODES + ("authors",)
+# every mode `evaluate` knows, and what a run's metrics_mode may be ("authors": the runner keeps the whole
+# fused list, ark.eval.records.scored_ranking, and averages with `authors_aggregate`)
+MODES: tuple[str, ...] = ("paper", "stark_qa", "authors")
 # How a retriever's list becomes the scored list: cut to `top` and then drop non-candidates (the paper's
 # "aggregated ranking is truncated to the top 20", then STaRK's evaluator ignores non-candidates), or drop
 # non-candidates first so a selected author/brand does not cost a slot.
@@ -203,8 +211,8 @@ def evaluate(ranking: Sequence[int], gold: Iterable[int], candidate_ids=None,
     of `stark_scores`, the other modes rank by list order and only check them. A NaN score raises
     `NaNScoreError` in every mode. torchmetrics: which torchmetrics behaviour ranks them (`TORCHMETRICS`).
     """
-    if mode not in ALL_MODES:
-        raise ValueError(f"unknown metrics mode {mode!r}; valid: {', '.join(ALL_MODES)}")
+    if mode not in MODES:
+        raise ValueError(f"unknown metrics mode {mode!r}; valid: {', '.join(MODES)}")
     _check_torchmetrics(torchmetrics)
     scores = check_scores(ranking, scores)
     specs = [parse_metric(m) for m in metrics]

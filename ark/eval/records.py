@@ -7,7 +7,14 @@ a line that is not such an object is skipped with a warning and its query recomp
     query_id, query, gold            the query and its gold node ids
     status                           "ok" | "degraded" | "failed" (`STATUSES`)
     error                            null, or why (for degraded: which agents failed and how)
-    ranking                          the fused ranking, cut to ``top`` (kept for degraded/failed too)
+    ranking                          the scored list: the fused ranking (ARK) or the retriever's list
+                                     (baselines), cut to ``top`` (kept for degraded/failed too); under
+                                     ``metrics_mode="authors"`` the authors' whole fused list (`scored_ranking`)
+    scores                           the retriever's own score of each entry of ``ranking``
+                                     (``Retrieval.scores``: BM25, cosine, RRF), what stark_qa mode ranks by;
+                                     absent where the ranking has no scores (ARK's votes, which stark_qa
+                                     mode scores with `ark.eval.metrics.stark_scores`) and in records
+                                     written before scores were stored (scored the same way)
     agent_rankings                   each agent's own ordered selections
     agents                           per agent: {agent, status ("ok"|"failed"), stop_reason, error,
                                      selected, steps}; an agent whose trajectory stopped with
@@ -19,12 +26,16 @@ a line that is not such an object is skipped with a warning and its query recomp
     models                           {model: calls}: the model each LLM reply names (what the provider
                                      answered with, e.g. gpt-4.1-2025-04-14); agent runs only
 
+A retriever's NaN score fails its query (the error names the node; `ark.eval.metrics.NaNScoreError`),
+and the run goes on.
+
 Scoring policy: the headline metrics average the ``ok`` queries only. A query with a failed agent is
 "degraded" (its fused list comes from fewer than n agents, which is not the method being measured)
 and is retried by the next run like a failed one (`ark.eval.summary` says how a run with such
 queries is reported).
 
-    rec = build_record(query, ranking, retrieval, wall_s, error, settings, candidates)
+    ranking, scores = scored_ranking(retrieval, settings, candidates)
+    rec = build_record(query, ranking, retrieval, wall_s, error, settings, candidates, scores)
     records = load_predictions(run_dir)          # query-id key -> latest record
 """
 
@@ -35,7 +46,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ark.eval.metrics import CandidateSet, evaluate, scored_list
+from ark.eval.metrics import CandidateSet, NaNScoreError, authors_fuse, evaluate, scored_list, scored_list_and_scores
 from ark.eval.rundir import PREDICTIONS, TRAJ_DIR, read_predictions
 from ark.eval.settings import RunSettings
 
@@ -67,9 +78,35 @@ def load_predictions(run_dir: Path | str) -> dict[str, dict]:
     return records
 
 
-def score(ranking, gold, cands, metrics, settings: RunSettings) -> dict[str, float]:
-    """``metrics`` of one ranking against ``gold``, as the run scores (metrics mode, torchmetrics semantics)."""
-    return evaluate(ranking, gold, cands, metrics, settings.metrics_mode, torchmetrics=settings.torchmetrics)
+def score(ranking, gold, cands, metrics, settings: RunSettings, scores=None) -> dict[str, float]:
+    """``metrics`` of one ranking against ``gold``, as the run scores (metrics mode, torchmetrics semantics).
+    ``scores``: the retriever's own score of each ranked id, which stark_qa mode ranks by (None: the
+    list's `ark.eval.metrics.stark_scores`, as for ARK's votes and records that stored none)."""
+    return evaluate(ranking, gold, cands, metrics, settings.metrics_mode, scores=scores,
+                    torchmetrics=settings.torchmetrics)
+
+
+def scored_ranking(retrieval, settings: RunSettings, cands: CandidateSet | None) -> tuple[list[int], list[float] | None]:
+    """The list a query's record holds and scores, with the retriever's own score of each entry (None
+    where it has none): the retriever's ranking cut to ``top`` (stripped of non-candidates first with
+    ``cut="candidates_first"``; `ark.eval.metrics.scored_list_and_scores`), or, under ``metrics_mode="authors"``, the whole list
+    the authors' evaluation scores (the agents' lists fused by `ark.eval.metrics.authors_fuse`, uncut; a
+    baseline's own list as it is; no scores, the authors' protocol ranks by list order)."""
+    if retrieval is None:
+        return [], None
+    if settings.metrics_mode == "authors":
+        agents = getattr(retrieval, "agent_rankings", None) or []
+        return (authors_fuse(agents) if agents else [int(i) for i in getattr(retrieval, "ranking", None) or []]), None
+    return scored_list_and_scores(getattr(retrieval, "ranking", None) or [], getattr(retrieval, "scores", None),
+                                  settings.top, cands, settings.cut)
+
+
+def agent_list(ranking, settings: RunSettings, cands: CandidateSet | None) -> list[int]:
+    """An agent's own list as the run scores it: cut like the fused one (`scored_list`), or whole under
+    ``metrics_mode="authors"``."""
+    if settings.metrics_mode == "authors":
+        return [int(i) for i in ranking]
+    return scored_list(ranking, settings.top, cands, settings.cut)
 
 
 def _agent_entries(trajectories: list, agent_rankings: list[list[int]]) -> list[dict]:
@@ -88,8 +125,9 @@ def _agent_entries(trajectories: list, agent_rankings: list[list[int]]) -> list[
 
 
 def build_record(query, rec_ranking, retrieval, wall_s: float, error: str | None, settings: RunSettings,
-                 cands: CandidateSet | None) -> dict:
-    """The query's line of predictions.jsonl (format in the module docstring)."""
+                 cands: CandidateSet | None, scores: list[float] | None = None) -> dict:
+    """The query's line of predictions.jsonl (format in the module docstring). ``scores``: the
+    retriever's own score of each entry of ``rec_ranking`` (`scored_ranking`), stored and scored with it."""
     gold = [int(g) for g in query.answer_ids]
     qid = query.id
     rec: dict[str, Any] = {"query_id": qid, "query": query.text, "status": "failed" if error else "ok",
@@ -107,9 +145,15 @@ def build_record(query, rec_ranking, retrieval, wall_s: float, error: str | None
         rec["error"] = f"{len(failed_agents)} of {len(agents)} agents failed: " + " | ".join(
             f"agent {a['agent']}: {a['error']}" for a in failed_agents)
     latency = getattr(retrieval, "latency_s", None)
-    scored = score(rec_ranking, gold, cands, settings.metrics, settings) if rec["status"] != "failed" else {}
+    scored = {}
+    if rec["status"] != "failed":
+        try:
+            scored = score(rec_ranking, gold, cands, settings.metrics, settings, scores)
+        except NaNScoreError as e:   # the retriever's ranking is undefined: this query failed, the run goes on
+            rec["status"], rec["error"] = "failed", f"{type(e).__name__}: {e}"
     rec.update(
         ranking=rec_ranking,
+        **({"scores": [float(x) for x in scores]} if scores is not None else {}),
         agent_rankings=agent_rankings,
         agents=agents,
         metrics=scored if rec["status"] == "ok" else {},
@@ -129,7 +173,7 @@ def build_record(query, rec_ranking, retrieval, wall_s: float, error: str | None
         rec["partial_metrics"] = scored   # the fused list of fewer agents: kept, never averaged in
     if rec["status"] != "failed":  # each agent's own list, scored like the fused one, while the candidates are at hand
         rec["agent_metrics"] = [
-            score(scored_list(r, settings.top, cands, settings.cut), gold, cands, AGENT_METRICS, settings)
+            score(agent_list(r, settings, cands), gold, cands, AGENT_METRICS, settings)
             for r in rec["agent_rankings"]]
     return rec
 

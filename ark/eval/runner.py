@@ -39,8 +39,8 @@ from pathlib import Path
 
 from ark import atomic
 from ark.eval import spend
-from ark.eval.metrics import as_candidates, scored_list
-from ark.eval.records import build_record, load_predictions, trajectory_intact
+from ark.eval.metrics import as_candidates
+from ark.eval.records import build_record, load_predictions, scored_ranking, trajectory_intact
 # the run directory's files are named, documented and read in ark.eval.rundir
 from ark.eval.rundir import METRICS_FILE, PREDICTIONS, TRAJ_DIR, run_lock
 from ark.eval.rundir import key as _key
@@ -188,8 +188,8 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
             if settings.budget is not None and spend.cut_by_budget(retrieval, error):
                 cut[0] += 1
                 return
-            ranking = scored_list(getattr(retrieval, "ranking", None) or [], settings.top, cands, settings.cut)
-            rec = build_record(q, ranking, retrieval, t1 - t0, error, settings, cands)
+            ranking, scores = scored_ranking(retrieval, settings, cands)   # with the retriever's own scores
+            rec = build_record(q, ranking, retrieval, t1 - t0, error, settings, cands, scores)
             trajs = getattr(retrieval, "trajectories", None) if retrieval is not None else None
             if trajs:
                 atomic.write_json(out / TRAJ_DIR / f"{q.id}.json", [t.to_json() for t in trajs])

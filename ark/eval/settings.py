@@ -27,8 +27,10 @@ class RunSettings:
     concurrency: int = 16                       # queries in flight at once
     top: int = 20                               # ranking length scored: ARK 20, baselines 100
     metrics: tuple[str, ...] = RUN_METRICS      # per-query metrics (ark.eval.metrics names)
-    metrics_mode: str = "paper"                 # "paper" or "stark_qa" (see ark.eval.metrics)
-    torchmetrics: str = DEFAULT_TORCHMETRICS    # stark_qa mode's ranking semantics: "1.7.0" or "1.9"
+    metrics_mode: str = "paper"                 # "paper", "stark_qa" or "authors" (see ark.eval.metrics)
+    torchmetrics: str = DEFAULT_TORCHMETRICS    # stark_qa mode's ranking semantics: "1.7.0" (default: STaRK's
+                                                # published numbers) or "1.9"; it acts on a retriever's own
+                                                # scores (baselines), not on ARK's votes (stark_scores)
     cut: str = "top_first"                      # cut to `top` before dropping non-candidates, or after
     count_failed_as_miss: bool = False          # score failed queries as all-zero and call it complete
     n_boot: int = 1000                          # bootstrap resamples for the 95% CIs

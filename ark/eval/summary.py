@@ -2,7 +2,7 @@
 ``predictions.jsonl`` (and ``attribution.csv``, `ark.eval.attribution`).
 
 Summary (``metrics.json``): n, n_ok, n_degraded, n_failed, n_missing, complete, status, agents
-{ok, failed}, metrics {name: mean, ci_low, ci_high, n}, tool calls and shares, neighbor calls per
+{ok, failed}, metrics {name: mean, ci_low, ci_high, n; under metrics_mode=authors also n_left_out}, tool calls and shares, neighbor calls per
 trajectory, latency, tokens, cost, answered_models (agent runs: {model: LLM replies}, as the provider
 named itself), failed_queries, degraded_queries, run (the caller's ``extra``), attribution, warning/note; the runner adds this_run {computed, skipped, wall_s,
 bookkeeping_s_per_query, trajectories_rebuilt}.
@@ -26,8 +26,8 @@ import numpy as np
 
 from ark import atomic
 from ark.eval import attribution
-from ark.eval.metrics import aggregate, as_candidates, scored_list
-from ark.eval.records import AGENT_METRICS, SUCCESS_METRIC, load_predictions, score
+from ark.eval.metrics import aggregate, as_candidates, authors_aggregate
+from ark.eval.records import AGENT_METRICS, SUCCESS_METRIC, agent_list, load_predictions, score
 from ark.eval.rundir import METRICS_FILE, PER_QUERY, PREDICTIONS, TRAJECTORY_STATS
 from ark.eval.rundir import key as _key
 from ark.eval.settings import RunSettings
@@ -101,6 +101,15 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
             "max": float(x.max()), "sum": float(x.sum())}
 
 
+def _aggregate(per_query: list[dict], not_ok: int, settings: RunSettings) -> dict:
+    """The summary's means and CIs: under ``metrics_mode="authors"`` the authors' average, which leaves the
+    queries that did not finish ok out and counts them (``n_left_out``; `authors_aggregate`), unless
+    ``count_failed_as_miss`` already scored them as misses."""
+    if settings.metrics_mode == "authors" and not settings.count_failed_as_miss:
+        return authors_aggregate([*per_query, *[None] * not_ok], n_boot=settings.n_boot, seed=settings.seed)
+    return aggregate(per_query, n_boot=settings.n_boot, seed=settings.seed)
+
+
 def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, candidate_ids=None) -> dict:
     """Build the run's summary from predictions.jsonl and write per_query.csv and trajectory_stats.csv.
 
@@ -134,8 +143,7 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
                 am = stored[a]
             else:  # records written before agent metrics were stored
                 agent_rank = rec["agent_rankings"][a] if a < len(rec["agent_rankings"]) else []
-                am = score(scored_list(agent_rank, settings.top, cands, settings.cut), gold, cands,
-                            AGENT_METRICS, settings)
+                am = score(agent_list(agent_rank, settings, cands), gold, cands, AGENT_METRICS, settings)
             nb = _neighbor_calls(tc)
             hist["success" if am[SUCCESS_METRIC] > 0 else "failure"][nb] += 1
             traj_rows.append({"query_id": rec["query_id"], "agent_index": a,
@@ -154,7 +162,7 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
         "torchmetrics": settings.torchmetrics if settings.metrics_mode == "stark_qa" else None,
         "n_boot": settings.n_boot,
         "seed": settings.seed,
-        "metrics": aggregate(per_query, n_boot=settings.n_boot, seed=settings.seed),
+        "metrics": _aggregate(per_query, len(failed) + len(degraded), settings),
         "tool_calls": {t: int(tool_totals[t]) for t in tools},
         "tool_share": {t: (tool_totals[t] / total_calls if total_calls else 0.0) for t in tools},
         "neighbor_calls_per_trajectory": {k: {str(c): n for c, n in sorted(v.items())} for k, v in hist.items()},

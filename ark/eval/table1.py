@@ -9,6 +9,13 @@ full toolset); any other run (e.g. the demo graph, another backbone) is listed u
 are named by `ark.eval.rundir.run_label`.
 Graphs other than AMAZON/MAG/PRIME (the demo graph) get their own columns, without paper numbers.
 
+Two protocols per run (`ark.eval.metrics`): each "ours" row holds the run's own numbers, labelled with the
+protocol it was scored by (``metrics_mode``: paper, stark_qa with its torchmetrics behaviour, or authors),
+and below it the same run under the ARK authors' evaluation, rescored from its ``predictions.jsonl``
+(`authors_record_metrics`: the agents' lists fused by votes, ties by first index in their concatenation,
+uncut, unfiltered; `authors_aggregate`: failed queries left out; no LLM call); a run made with
+``metrics_mode=authors`` has that row already.
+
     from ark.eval.table1 import build_table1, write_table1
     table = build_table1(Path("results/runs"), "table1", Path("results/paper/table1.csv"))
     write_table1(table, Path("results"))          # results/table1.md, table1.csv, table1.tex
@@ -23,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ark.eval import rundir
+from ark.eval.metrics import authors_aggregate, authors_record_metrics
 from ark.eval.rundir import run_label
 
 PAPER_GRAPHS = ("amazon", "mag", "prime")
@@ -35,6 +43,8 @@ PAPER_ROW_OF_RUN = {  # (retriever, backbone) -> paper row; ARK rows also need t
     ("ark", "gpt-4o"): "ARK + GPT-4o",
     ("ark", "qwen3-8b-6000"): "ARK distilled",
 }
+PROTOCOL_LABEL = {"paper": "paper protocol", "stark_qa": "stark-qa's evaluator", "authors": "authors' protocol"}
+AUTHORS_LABEL = "authors' protocol, rescored"   # the second row of a run (see the module docstring)
 CATEGORY_LABEL = {"training-free": "Training-free", "requires-training": "Requires training on target graph"}
 KIND_LABEL = {"retrieval": "Retrieval-based", "agent": "Agent-based"}
 
@@ -57,6 +67,15 @@ class RunResult:
     n_ok: int
     values: dict[tuple[str, str], tuple[float, float, float]] = field(default_factory=dict)  # mean, lo, hi (%)
     graph_runs: dict[str, tuple[Path, bool]] = field(default_factory=dict)  # graph -> (its run dir, complete)
+    protocol: str = "paper"                 # how `values` were scored: the run's metrics_mode (and torchmetrics)
+    # the same runs rescored by the authors' protocol (empty where the run already used it)
+    authors: dict[tuple[str, str], tuple[float, float, float]] = field(default_factory=dict)
+    n_left_out: int = 0                     # queries the authors' protocol left out (failed), over the graphs
+
+    @property
+    def protocol_label(self) -> str:
+        mode, _, tm = self.protocol.partition(":")
+        return PROTOCOL_LABEL.get(mode, mode) + (f", torchmetrics {tm}" if tm else "")
 
     def source(self, graph: str) -> tuple[str, bool]:
         """The run directory behind ``graph``'s values and whether it is complete ("average": the
@@ -103,9 +122,26 @@ def paper_row_for(info: dict) -> str | None:
     return PAPER_ROW_OF_RUN.get(key)
 
 
-def find_runs(runs_root: Path, experiment: str) -> list[RunResult]:
+def _protocol(metrics: dict) -> str:
+    """A run's scoring protocol from its metrics.json: ``paper``, ``authors`` or ``stark_qa:<torchmetrics>``."""
+    mode = metrics.get("metrics_mode") or "paper"
+    return f"{mode}:{metrics.get('torchmetrics')}" if mode == "stark_qa" and metrics.get("torchmetrics") else mode
+
+
+def authors_values(run: rundir.RunDir, metrics=TABLE1_METRICS) -> tuple[dict[str, tuple[float, float, float]], int]:
+    """A run's ``metrics`` by the authors' protocol, rescored from its records (`authors_record_metrics`,
+    `authors_aggregate`; the run's bootstrap settings): ({metric: (mean, ci_low, ci_high)} as fractions,
+    the number of queries left out)."""
+    per_query = [authors_record_metrics(r, metrics) for r in run.records()]
+    agg = authors_aggregate(per_query, n_boot=run.metrics.get("n_boot", 1000), seed=run.metrics.get("seed", 0))
+    values = {m: (v["mean"], v["ci_low"], v["ci_high"]) for m, v in agg.items()}
+    return values, sum(m is None for m in per_query)
+
+
+def find_runs(runs_root: Path, experiment: str, metrics=TABLE1_METRICS) -> list[RunResult]:
     """Every run directory of ``experiment`` (``<runs_root>/<experiment>/<graph>/<run>``) with a
-    metrics.json, read through `ark.eval.rundir.RunDir` (shards are not runs)."""
+    metrics.json, read through `ark.eval.rundir.RunDir` (shards are not runs), with its numbers by the
+    authors' protocol (`authors_values`) unless it was scored that way."""
     out = []
     base = Path(runs_root) / experiment
     for metrics_path in sorted(base.glob(f"*/*/{rundir.METRICS_FILE}")):
@@ -116,29 +152,36 @@ def find_runs(runs_root: Path, experiment: str) -> list[RunResult]:
         if info.get("split") not in (None, "test"):
             info = {**info, "note": f"split {info.get('split')}"}
         m = run.metrics
-        rr = RunResult(run_label(info), info, run.path, run.complete, m.get("n", 0), m.get("n_ok", 0))
+        rr = RunResult(run_label(info), info, run.path, run.complete, m.get("n", 0), m.get("n_ok", 0),
+                       protocol=_protocol(m))
         graph = info.get("graph") or run.path.parent.name
         rr.graph_runs[graph] = (run.path, rr.complete)
         for name, v in run.metric_cis().items():
             rr.values[(graph, name)] = tuple(100 * x for x in v)
+        if rr.protocol != "authors":
+            values, rr.n_left_out = authors_values(run, metrics)
+            rr.authors = {(graph, name): tuple(100 * x for x in v) for name, v in values.items()}
         out.append(rr)
     return out
 
 
 def _merge_by_label(runs: list[RunResult]) -> list[RunResult]:
-    """One row per method label: graphs of the same method side by side."""
-    merged: dict[str, RunResult] = {}
+    """One row per method label and protocol: graphs of the same method side by side."""
+    merged: dict[tuple[str, str], RunResult] = {}
     for r in runs:
-        if r.label not in merged:
-            merged[r.label] = RunResult(r.label, dict(r.info), r.run_dir, r.complete, r.n, r.n_ok, dict(r.values),
-                                        dict(r.graph_runs))
+        k = (r.label, r.protocol)
+        if k not in merged:
+            merged[k] = RunResult(r.label, dict(r.info), r.run_dir, r.complete, r.n, r.n_ok, dict(r.values),
+                                  dict(r.graph_runs), r.protocol, dict(r.authors), r.n_left_out)
         else:
-            m = merged[r.label]
+            m = merged[k]
             m.values.update(r.values)
+            m.authors.update(r.authors)
             m.graph_runs.update(r.graph_runs)
             m.complete = m.complete and r.complete
             m.n += r.n
             m.n_ok += r.n_ok
+            m.n_left_out += r.n_left_out
     return list(merged.values())
 
 
@@ -146,7 +189,7 @@ def build_table1(runs_root: Path, experiment: str = "table1",
                  paper_csv: Path = Path("results/paper/table1.csv"), metrics=TABLE1_METRICS) -> Table1:
     """Collect the paper's Table 1 and our runs of ``experiment`` into one table."""
     paper, citation = read_paper_table(paper_csv)
-    runs = find_runs(runs_root, experiment)
+    runs = find_runs(runs_root, experiment, metrics)
     graphs = list(PAPER_GRAPHS) + sorted({r.info.get("graph") for r in runs} - set(PAPER_GRAPHS) - {None})
     ours: dict[str, list[RunResult]] = {}
     other: list[RunResult] = []
@@ -164,10 +207,11 @@ def build_table1(runs_root: Path, experiment: str = "table1",
 
 
 def _add_average(r: RunResult) -> None:
-    for m in TABLE1_METRICS:
-        vals = [r.values.get((g, m)) for g in PAPER_GRAPHS]
-        if all(v is not None for v in vals):
-            r.values[("average", m)] = (sum(v[0] for v in vals) / 3, math.nan, math.nan)
+    for values in (r.values, r.authors):
+        for m in TABLE1_METRICS:
+            vals = [values.get((g, m)) for g in PAPER_GRAPHS]
+            if all(v is not None for v in vals):
+                values[("average", m)] = (sum(v[0] for v in vals) / 3, math.nan, math.nan)
 
 
 # --- rendering ------------------------------------------------------------------------------------
@@ -181,41 +225,54 @@ def _diff(ours: tuple | None, paper: float | None) -> str:
     return f"{ours[0] - paper:+.2f}"
 
 
+def _protocol_rows(r: RunResult) -> list[tuple[str, str, dict]]:
+    """(source suffix, protocol label, values) of a run's rows: its own numbers, then the authors' rescoring."""
+    rows = [("", r.protocol_label, r.values)]
+    if r.authors:
+        rows.append(("_authors", AUTHORS_LABEL, r.authors))
+    return rows
+
+
 def table1_records(t: Table1) -> list[dict]:
-    """Long-format rows: method, source (paper | ours | diff), graph, metric, value, CI, run."""
+    """Long-format rows: method, source (paper | ours | diff, and ours_authors | diff_authors for the
+    authors' protocol rescored), protocol, graph, metric, value, CI, run."""
     recs = []
     for row in t.paper:
         for (g, m), v in row.values.items():
             if m in t.metrics:
                 recs.append({"category": row.category, "kind": row.kind, "method": row.method, "source": "paper",
-                             "graph": g, "metric": m, "value": v, "ci_low": "", "ci_high": "", "run_dir": "",
-                             "complete": ""})
+                             "protocol": "", "graph": g, "metric": m, "value": v, "ci_low": "", "ci_high": "",
+                             "run_dir": "", "complete": ""})
         for r in t.ours.get(row.method, []):
-            for (g, m), (mean, lo, hi) in r.values.items():
-                if m not in t.metrics:
-                    continue
-                run_dir, complete = r.source(g)
-                base = {"category": row.category, "kind": row.kind, "method": row.method, "graph": g, "metric": m,
-                        "run_dir": run_dir, "complete": complete}
-                recs.append({**base, "source": "ours", "value": round(mean, 4), "ci_low": _fmt(lo, 4),
-                             "ci_high": _fmt(hi, 4)})
-                p = row.values.get((g, m))
-                if p is not None:
-                    recs.append({**base, "source": "diff", "value": round(mean - p, 4), "ci_low": "", "ci_high": ""})
+            for suffix, label, values in _protocol_rows(r):
+                for (g, m), (mean, lo, hi) in values.items():
+                    if m not in t.metrics:
+                        continue
+                    run_dir, complete = r.source(g)
+                    base = {"category": row.category, "kind": row.kind, "method": row.method, "protocol": label,
+                            "graph": g, "metric": m, "run_dir": run_dir, "complete": complete}
+                    recs.append({**base, "source": "ours" + suffix, "value": round(mean, 4), "ci_low": _fmt(lo, 4),
+                                 "ci_high": _fmt(hi, 4)})
+                    p = row.values.get((g, m))
+                    if p is not None:
+                        recs.append({**base, "source": "diff" + suffix, "value": round(mean - p, 4), "ci_low": "",
+                                     "ci_high": ""})
     for r in t.other:
-        for (g, m), (mean, lo, hi) in r.values.items():
-            if m in t.metrics:
-                run_dir, complete = r.source(g)
-                recs.append({"category": "ours", "kind": "", "method": r.label, "source": "ours", "graph": g,
-                             "metric": m, "value": round(mean, 4), "ci_low": _fmt(lo, 4), "ci_high": _fmt(hi, 4),
-                             "run_dir": run_dir, "complete": complete})
+        for suffix, label, values in _protocol_rows(r):
+            for (g, m), (mean, lo, hi) in values.items():
+                if m in t.metrics:
+                    run_dir, complete = r.source(g)
+                    recs.append({"category": "ours", "kind": "", "method": r.label, "source": "ours" + suffix,
+                                 "protocol": label, "graph": g, "metric": m, "value": round(mean, 4),
+                                 "ci_low": _fmt(lo, 4), "ci_high": _fmt(hi, 4), "run_dir": run_dir,
+                                 "complete": complete})
     return recs
 
 
-def _ours_cells(t: Table1, r: RunResult, ci: bool) -> list[str]:
+def _ours_cells(t: Table1, values: dict, ci: bool) -> list[str]:
     cells = []
     for g, m in t.columns:
-        v = r.values.get((g, m))
+        v = values.get((g, m))
         if v is None:
             cells.append("")
         elif ci and not math.isnan(v[1]):
@@ -230,7 +287,12 @@ def render_markdown(t: Table1) -> str:
     head = ["Category", "Method"] + [f"{GRAPH_LABEL.get(g, g.upper())} {METRIC_LABEL.get(m, m)}" for g, m in cols]
     lines = ["# Table 1: retrieval on the STaRK synthetic test sets (%)", "",
              "Paper rows are the published numbers; **ours** rows are our runs (mean [95% bootstrap CI]); "
-             "**Δ** = ours − paper. `*` marks an incomplete run (failed or missing queries).", "",
+             "**Δ** = ours − paper. `*` marks an incomplete run (failed or missing queries). Each run shows "
+             "two protocols: first as it was scored (*paper protocol*: the fused list cut to 20, "
+             "non-candidates dropped, as the paper's appendix describes), then *authors' protocol, "
+             f"rescored* (`{AUTHORS_LABEL}`: its stored records scored as the ARK authors' evaluation code is "
+             "described, the agents' lists fused with ties broken by first index, uncut, unfiltered, failed "
+             "queries left out of the mean; no LLM call).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     last_cat = last_kind = None
     for row in t.paper:
@@ -242,20 +304,25 @@ def render_markdown(t: Table1) -> str:
         lines.append(f"| {cat} | {row.method} | " + " | ".join(_fmt(row.values.get(c)) for c in cols) + " |")
         for r in t.ours.get(row.method, []):
             star = "" if r.complete else "*"
-            lines.append(f"|  | ↳ **ours**{star}: {r.label} | " + " | ".join(_ours_cells(t, r, True)) + " |")
-            lines.append(f"|  | ↳ **Δ** | " + " | ".join(_diff(r.values.get(c), row.values.get(c)) for c in cols)
-                         + " |")
+            for _, label, values in _protocol_rows(r):
+                lines.append(f"|  | ↳ **ours**{star}: {r.label} · *{label}* | "
+                             + " | ".join(_ours_cells(t, values, True)) + " |")
+                lines.append(f"|  | ↳ **Δ** · *{label}* | "
+                             + " | ".join(_diff(values.get(c), row.values.get(c)) for c in cols) + " |")
     if t.other:
         lines.append("| Other runs |  |" + " |" * len(cols))
         for r in t.other:
             star = "" if r.complete else "*"
             note = f" [{r.info['note']}]" if r.info.get("note") else ""
-            lines.append(f"|  | **ours**{star}: {r.label}{note} | " + " | ".join(_ours_cells(t, r, True)) + " |")
+            for _, label, values in _protocol_rows(r):
+                lines.append(f"|  | **ours**{star}: {r.label}{note} · *{label}* | "
+                             + " | ".join(_ours_cells(t, values, True)) + " |")
     lines += ["", f"Paper numbers: {t.citation}"]
     incomplete = [r for rs in list(t.ours.values()) + [t.other] for r in rs if not r.complete]
     for r in incomplete:
         where = [str(d) for d, complete in r.graph_runs.values() if not complete] or [str(r.run_dir)]
-        lines.append(f"`*` {r.label}: {r.n_ok}/{r.n} queries scored ({', '.join(where)})")
+        left = f"; the authors' protocol leaves {r.n_left_out} failed out" if r.n_left_out else ""
+        lines.append(f"`*` {r.label}: {r.n_ok}/{r.n} queries scored ({', '.join(where)}){left}")
     return "\n".join(lines) + "\n"
 
 
@@ -280,17 +347,22 @@ def render_latex(t: Table1) -> str:
         out.append(f" & {_tex(row.method)} & " + " & ".join(_fmt(row.values.get(c)) for c in cols) + r" \\")
         for r in t.ours.get(row.method, []):
             star = "" if r.complete else "$^*$"
-            out.append(rf" & \quad ours{star} & " + " & ".join(_ours_cells(t, r, False)) + r" \\")
-            out.append(r" & \quad $\Delta$ & " + " & ".join(_diff(r.values.get(c), row.values.get(c)) for c in cols)
-                       + r" \\")
+            for _, label, values in _protocol_rows(r):
+                out.append(rf" & \quad ours{star} ({_tex(label)}) & " + " & ".join(_ours_cells(t, values, False))
+                           + r" \\")
+                out.append(rf" & \quad $\Delta$ ({_tex(label)}) & "
+                           + " & ".join(_diff(values.get(c), row.values.get(c)) for c in cols) + r" \\")
     if t.other:
         out.append(r"\midrule")
         for r in t.other:
             star = "" if r.complete else "$^*$"
-            out.append(rf"Ours & {_tex(r.label)}{star} & " + " & ".join(_ours_cells(t, r, False)) + r" \\")
+            for _, label, values in _protocol_rows(r):
+                out.append(rf"Ours & {_tex(r.label)}{star} ({_tex(label)}) & "
+                           + " & ".join(_ours_cells(t, values, False)) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}}",
             r"\caption{Retrieval performance (\%) on STaRK synthetic test sets: published numbers "
-            r"(arXiv:2601.13969, Table 1), our runs, and $\Delta$ = ours $-$ paper.}",
+            r"(arXiv:2601.13969, Table 1), our runs as scored and rescored by the authors' protocol, and "
+            r"$\Delta$ = ours $-$ paper.}",
             r"\label{tab:stark-results-repro}", r"\end{table*}"]
     return "\n".join(out) + "\n"
 
@@ -307,7 +379,7 @@ def write_table1(t: Table1, out_dir: Path, stem: str = "table1") -> list[Path]:
     paths[0].write_text(render_markdown(t), encoding="utf-8")
     recs = table1_records(t)
     with open(paths[1], "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=["category", "kind", "method", "source", "graph", "metric", "value",
+        w = csv.DictWriter(f, fieldnames=["category", "kind", "method", "source", "protocol", "graph", "metric", "value",
                                           "ci_low", "ci_high", "complete", "run_dir"])
         w.writeheader()
         w.writerows(recs)

@@ -235,6 +235,57 @@ def test_stark_qa_ranking_equals_stark_qa_bm25_forward_and_its_numbers():
     assert seen["zeros_kept"] > 1000 and seen["tie_at_the_cut"] > 1000 and seen["paper_list_differs"] > 200, seen
 
 
+
+def test_a_bm25_run_in_stark_qa_mode_equals_stark_qa_under_both_torchmetrics(tmp_path):
+    """A BM25 baseline run through the runner (`ark.eval.runner`) in stark_qa mode with stark-qa's own list:
+    each record holds BM25.forward's dict (ids and scores), and its numbers are stark-qa's Evaluator on that
+    dict under the installed torchmetrics and, in a subprocess, under the other release; on lists full of
+    zero scores the two behaviours give the run different numbers."""
+    import torch
+    import torchmetrics
+    from stark_qa.evaluator import Evaluator
+    from stark_qa.models import BM25
+
+    from ark.baselines import BM25Retriever
+    from ark.eval.metrics import torchmetrics_semantics
+    from ark.eval.records import load_predictions
+    from ark.eval.runner import RunSettings, run_queries
+    from tests.helpers.stark_releases import other_torchmetrics, stark_under_other_release
+    from tests.helpers.tiny_retriever import Q
+
+    metrics = ["hit@1", "hit@5", "recall@20", "mrr"]
+    here = torchmetrics_semantics(torchmetrics.__version__)
+    other = torchmetrics_semantics(other_torchmetrics()[0])
+    rng = np.random.default_rng(11)
+    cases, ours_other, differ = [], [], 0
+    for case in range(40):
+        graph, texts = _tied_graph(rng, case)
+        model = BM25(_DocumentsSKB(graph))
+        model.retriever.corpus = None   # stark-qa 1.1.0 + bm25s 0.3.16 (see the first BM25 test)
+        queries = [Q(i, t, tuple(rng.choice(graph.candidate_ids, size=int(rng.integers(1, 4)), replace=False).tolist()))
+                   for i, t in enumerate(texts)]
+        k = min(100, int(rng.integers(1, len(graph.candidate_ids) + 1)))   # a bottom tie below k < all
+        recs = {}
+        for tm in (here, other):
+            s = RunSettings(out_dir=tmp_path / f"{case}-{tm}", progress=False, n_boot=10, top=k, metrics=metrics,
+                            metrics_mode="stark_qa", torchmetrics=tm)
+            run_queries(BM25Retriever(graph, top=k, ranking="stark_qa"), queries, s, graph.candidate_ids)
+            recs[tm] = load_predictions(s.out_dir)
+        for q in queries:
+            theirs = model.forward(q.text, k=k)
+            mine, theirs_other = recs[here][str(q.id)], recs[other][str(q.id)]
+            assert dict(zip(mine["ranking"], mine["scores"])) == theirs, (case, q.text)
+            assert mine["metrics"] == Evaluator(graph.candidate_ids.tolist())(
+                theirs, torch.LongTensor(list(q.answer_ids)), metrics=metrics), (case, q.text)
+            cases.append({"cand": graph.candidate_ids.tolist(), "scores": [[k, v] for k, v in theirs.items()],
+                          "gold": list(q.answer_ids)})
+            ours_other.append(theirs_other["metrics"])
+            differ += mine["metrics"] != theirs_other["metrics"]
+    _, expected = stark_under_other_release(tmp_path, cases, metrics)
+    assert ours_other == expected
+    assert differ > 20, differ
+
+
 def torch_long(ids):
     import torch
 

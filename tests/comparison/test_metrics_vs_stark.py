@@ -33,6 +33,7 @@ def _load_stark_evaluator():
 stark_evaluator = _load_stark_evaluator()
 
 from ark.eval.metrics import CandidateSet, evaluate, stark_scores  # noqa: E402
+from tests.helpers.stark_releases import stark_under_other_release  # noqa: E402
 
 pytestmark = pytest.mark.comparison
 
@@ -208,43 +209,6 @@ def test_ids_above_the_largest_candidate_raise_index_error_in_both():
             stark_evaluate(cand, scores, gold, ["mrr"])
 
 
-def _other_torchmetrics() -> tuple[str, Path]:
-    """The torchmetrics release of the other behaviour, installed by make_env.sh beside the venv."""
-    import torchmetrics
-
-    from ark.eval.metrics import torchmetrics_semantics
-
-    want = "1.7.0" if torchmetrics_semantics(torchmetrics.__version__) == "1.9" else "1.9.0"
-    target = Path(sys.prefix) / f"torchmetrics-{want}"
-    if not (target / "torchmetrics").is_dir():
-        pytest.fail(f"{target} is missing: rebuild the environment with bash tests/comparison/make_env.sh")
-    return want, target
-
-
-def _stark_under_other_release(tmp_path, cases: list[dict], metrics: list[str]) -> tuple[str, list[dict]]:
-    """stark-qa's Evaluator on ``cases`` ({"cand", "scores": [[id, score], ...], "gold"}) in a subprocess
-    that imports the torchmetrics release of the other behaviour first; (that release, its results)."""
-    version, target = _other_torchmetrics()
-    (tmp_path / "cases.json").write_text(json.dumps(cases))
-    script = f"""
-import importlib.util, json, sys
-sys.path.insert(0, {str(target)!r})
-import torch, torchmetrics
-assert torchmetrics.__version__ == {version!r}, torchmetrics.__version__
-spec = importlib.util.find_spec("stark_qa")
-path = spec.submodule_search_locations[0] + "/evaluator.py"
-mspec = importlib.util.spec_from_file_location("ev", path); ev = importlib.util.module_from_spec(mspec)
-mspec.loader.exec_module(ev)
-out = []
-for c in json.load(open({str(tmp_path / "cases.json")!r})):
-    e = ev.Evaluator(c["cand"])
-    out.append(e({{int(k): float(v) for k, v in c["scores"]}}, torch.LongTensor(c["gold"]), metrics={metrics!r}))
-json.dump(out, open({str(tmp_path / "theirs.json")!r}, "w"))
-"""
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=600)
-    return version, json.loads((tmp_path / "theirs.json").read_text())
-
-
 def test_other_torchmetrics_behaviour_equals_that_release(tmp_path):
     """The behaviour the installed torchmetrics does not have, checked against that release itself:
     stark-qa's Evaluator runs in a subprocess that imports the other torchmetrics first."""
@@ -256,7 +220,7 @@ def test_other_torchmetrics_behaviour_equals_that_release(tmp_path):
         cand, ranking, gold = _short_list_case(rng)
         scores = dict(zip(ranking, _scores(rng, ranking, SCHEMES[case % len(SCHEMES)])))
         cases.append({"cand": cand.tolist(), "scores": [[k, v] for k, v in scores.items()], "gold": gold})
-    version, theirs = _stark_under_other_release(tmp_path, cases, SHORT_METRICS)
+    version, theirs = stark_under_other_release(tmp_path, cases, SHORT_METRICS)
     semantics = torchmetrics_semantics(version)
     n_negative_gold = 0
     for c, t in zip(cases, theirs):
@@ -297,7 +261,7 @@ def test_nan_scores_equal_stark_qa_under_both_torchmetrics(tmp_path):
 
     cases = _nan_cases(np.random.default_rng(5), 600)
     here = torchmetrics_semantics(torchmetrics.__version__)
-    version, other = _stark_under_other_release(tmp_path, cases, SHORT_METRICS)
+    version, other = stark_under_other_release(tmp_path, cases, SHORT_METRICS)
     n_first = n_later = 0
     for c, t_other in zip(cases, other):
         scores = {int(k): float(v) for k, v in c["scores"]}
