@@ -55,6 +55,7 @@ from ark.llm.client import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMCl
 from ark.prompts import system_prompt
 from ark.retriever import Retrieval
 from ark.tools import SEARCH, SELECT, AnswerState, NodeIds, ToolResult, all_tools
+from ark.tools.arguments import loads_arguments
 from ark.trajectory import Step, Trajectory, tool_message
 
 OPTIONS = ("first_search", "constrain_ids", "stop_on_repeat", "final_select")  # the AgentConfig switches for small models
@@ -102,7 +103,7 @@ def _parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
     if raw is None or not str(raw).strip():
         return {}, None
     try:
-        value = json.loads(raw)
+        value = loads_arguments(raw)
     except json.JSONDecodeError as e:
         return None, f"not valid JSON ({e.msg} at position {e.pos})"
     if not isinstance(value, dict):

@@ -100,6 +100,21 @@ def test_select_rules(graph, toolset):
 
 
 # ---------------------------------------------------------------------------------------- model mistakes
+def test_a_raw_newline_inside_an_argument_string_is_taken_as_written(graph, toolset):
+    """Small models write a newline into a query as a raw control character (invalid in strict JSON; seen
+    from SmolLM2 through llama.cpp's grammar): the call goes through with the newline in the query."""
+    raw = '{"query": "Marfan syndrome\n- aorta"}'
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(raw)                                    # what a strict parser does with it
+    script = [tool_reply(("search_graph", raw)), tool_reply((FINISH, {}))]
+    with ScriptedServer(script) as server:
+        traj = run(server, graph, toolset).trajectories[0]
+    step = traj.steps[0]
+    assert step.error is None and step.tool_calls[0].arguments == raw
+    assert step.observations[0].startswith('search_graph query="Marfan syndrome')
+    assert traj.stop_reason == "finish"
+
+
 def test_malformed_arguments_become_error_observation(graph, toolset):
     script = [tool_reply(("search_graph", '{"query": "Marf')), tool_reply((FINISH, {}))]
     with ScriptedServer(script) as server:

@@ -5,6 +5,7 @@ What can be fixed up is (ids and numbers as strings, a float that is a whole num
 case); what cannot raises `ToolInputError` naming the value and what to send instead. `ark.tools.toolset`
 re-exports them for the tool modules.
 
+    loads_arguments('{"query": "a\nb"}')  # {'query': 'a\nb'}: a raw newline in a string is kept
     _as_int("k", "12")                    # 12
     _resolve_names("node_types", "Gene", ["gene", "drug"], "node type")   # ['gene']
 """
@@ -19,6 +20,13 @@ import numpy as np
 
 class ToolInputError(ValueError):
     """An argument the LLM sent cannot be used; the message is shown to the LLM."""
+
+
+def loads_arguments(text: str):
+    """A tool call's JSON arguments as the model wrote them. Control characters inside strings are
+    taken as they are (``strict=False``): small models write a raw newline into a query, which is what
+    they mean, not a reason to reject the call (raises json.JSONDecodeError otherwise)."""
+    return json.loads(text, strict=False)
 
 
 def _as_int(name: str, value) -> int:

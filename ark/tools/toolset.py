@@ -38,7 +38,7 @@ from ark.observation import NodeLine, Snippeter
 from ark.search.bm25 import BM25Index, _heap_push
 from ark.search.modes import GlobalSearch
 from ark.tools import registry as tool_registry
-from ark.tools.arguments import (ToolInputError, _as_int, _as_offset, _as_query, _clamp_k,  # noqa: F401
+from ark.tools.arguments import (ToolInputError, _as_int, _as_offset, _as_query, _clamp_k, loads_arguments,  # noqa: F401
                                  _resolve_names, _show)
 from ark.tools.ids import NodeIds
 from ark.tools.registry import Tool
@@ -212,7 +212,7 @@ class ToolSet:
         if isinstance(arguments, str):
             text = arguments.strip()
             try:
-                arguments = json.loads(text) if text else {}
+                arguments = loads_arguments(text) if text else {}
             except json.JSONDecodeError as e:
                 raise ToolInputError(f"the arguments of {spec.name} are not valid JSON ({e.msg} at character "
                                      f"{e.pos}); send one JSON object with the keys "

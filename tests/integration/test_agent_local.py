@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ark.tools.arguments import loads_arguments
 from ark.agent import AgentConfig, ARKRetriever
 from ark.data.sources import DemoSource
 from ark.llm.client import LLMClient
@@ -88,7 +89,7 @@ def test_options_with_local_model_force_search_and_keep_ids_valid(setting, tmp_p
             print(f"  step {s.index}: {[(tc.name, tc.arguments) for tc in s.tool_calls]} error={s.error}")
         assert t.stop_reason in ("finish", "max_steps"), t.error
         first = t.steps[0].tool_calls
-        assert first and first[0].name == "search_graph" and json.loads(first[0].arguments)["query"].strip()
+        assert first and first[0].name == "search_graph" and loads_arguments(first[0].arguments)["query"].strip()
         errors = " ".join(s.error or "" for s in t.steps)
         assert "not shown" not in errors and "does not exist" not in errors, errors
         shown = {i for s in t.steps for ids in s.node_ids for i in ids}

@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from ark.tools.arguments import loads_arguments
 from ark.llm.client import ContextLengthError, LLMClient
 from ark.llm.local_server import LocalServer, default_gguf
 
@@ -63,7 +64,7 @@ def test_forced_tool_choice_gives_parsed_call(server):
     print(f"forced: {resp.latency_s:.2f}s, {resp.prompt_tokens}+{resp.completion_tokens} tokens, "
           f"{resp.tool_calls}")
     assert [tc.name for tc in resp.tool_calls] == ["search_graph"]
-    args = json.loads(resp.tool_calls[0].arguments)  # grammar-constrained: valid JSON
+    args = loads_arguments(resp.tool_calls[0].arguments)  # grammar-constrained JSON, read as the agent reads it
     assert isinstance(args.get("query"), str)
     assert resp.prompt_tokens > 0 and resp.completion_tokens > 0 and not resp.cached
 
@@ -74,7 +75,7 @@ def test_required_tool_choice_gives_parsed_call(server):
     print(f"required->auto: {resp.latency_s:.2f}s, content={resp.content!r}, {resp.tool_calls}")
     assert resp.tool_calls, f"no tool call; content={resp.content!r}"
     assert resp.tool_calls[0].name in {"search_graph", "explore_neighbors"}
-    assert isinstance(json.loads(resp.tool_calls[0].arguments), dict)
+    assert isinstance(loads_arguments(resp.tool_calls[0].arguments), dict)
 
 
 def test_context_overflow_and_clean_stop(tmp_path):
