@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import multiprocessing as mp
+import os
 import re
 
 import pytest
@@ -264,6 +265,35 @@ def test_cache_concurrent_writers_processes(tmp_path):
                         params={}, agent_index=0), {"i": -1, "worker": 9})
     assert values[0] == cache.get(cache_key(model="m", messages=[{"role": "user", "content": "0"}],
                                             tools=None, params={}, agent_index=0))  # first write wins
+
+
+def _open_at_once(path: str, start, errors) -> None:
+    start.wait()
+    try:
+        cache = ResponseCache(path, timeout_s=30)
+        cache.put(cache_key(model="m", messages=[], tools=None, params={}, agent_index=0), {"pid": os.getpid()})
+    except Exception as e:          # reported to the test, which names it
+        errors.put(f"{type(e).__name__}: {e}")
+
+
+def test_processes_opening_a_new_cache_at_once_all_get_in(tmp_path):
+    # two sweep points starting together both switch the new file to WAL; SQLite refuses one of them at
+    # once ("database is locked", no busy wait). Raced 150 times, this lost about one race in seven.
+    ctx = mp.get_context("fork")
+    errors = ctx.Queue()
+    for trial in range(150):
+        path = str(tmp_path / f"llm-{trial}.sqlite")
+        start = ctx.Barrier(3)
+        procs = [ctx.Process(target=_open_at_once, args=(path, start, errors)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0, 0, 0]
+        assert errors.empty(), f"trial {trial}: {errors.get()}"
+        cache = ResponseCache(path)
+        assert len(cache) == 1 and cache._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        cache.close()
 
 
 def test_secrets_stay_out_of_repr_logs_and_config(monkeypatch, caplog, http):

@@ -7,8 +7,10 @@ of an experiment replays every call exactly, with no HTTP request. The value is 
 ``ChatResponse`` (see ``ark.llm.client``); errors are never cached.
 
 Safe for several processes and threads at once: each (process, thread) opens its own connection,
-WAL lets readers run during a write, a busy timeout waits out other writers, and the first write
-of a key wins (``INSERT OR IGNORE``), so every reader of a key sees the same reply.
+WAL lets readers run during a write, a busy timeout waits out other writers, a statement SQLite
+refuses without that wait (two processes switching a new file to WAL at once) is tried again until
+the same timeout, and the first write of a key wins (``INSERT OR IGNORE``), so every reader of a key
+sees the same reply.
 
 A file that is not a readable SQLite database (header overwritten, cut short, replaced by text) is
 moved aside to ``<name>.corrupt-<UTC time>`` with a warning naming both files, and a fresh cache
@@ -36,6 +38,7 @@ import hashlib
 import json
 import logging
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -104,10 +107,17 @@ class ResponseCache:
         return conn
 
     def _open(self) -> sqlite3.Connection:
+        """A connection in WAL mode with the schema in place. Two processes opening a new file at once
+        both switch it to WAL, and SQLite refuses one of them at once, without its busy wait (it holds
+        a read lock the other waits on): that one closes and tries again until ``timeout_s``."""
+        return _while_locked(self._setup, self.timeout_s, self.path)
+
+    def _setup(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
-            conn.execute("PRAGMA journal_mode=WAL")
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":   # WAL stays with the file
+                conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(_SCHEMA)
         except BaseException:
@@ -134,7 +144,9 @@ class ResponseCache:
     def _run(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
         """Execute on this thread's connection; a cache found corrupt mid-run is moved aside once."""
         try:
-            return self._conn().execute(sql, args)
+            # every statement here is one idempotent autocommit statement, so a refusal without the busy
+            # wait (SQLite's deadlock guard) is retried as a whole
+            return _while_locked(lambda: self._conn().execute(sql, args), self.timeout_s, self.path)
         except sqlite3.DatabaseError as e:
             if _is_full(e):
                 raise OSError(errno.ENOSPC, f"no space left to store an LLM reply in {self.path}") from e
@@ -212,7 +224,7 @@ def merge(sources: Iterable[str | Path], into: str | Path) -> int:
         if not src.exists():
             continue
         try:
-            conn = sqlite3.connect(f"{src.resolve().as_uri()}?mode=ro", uri=True)
+            conn = sqlite3.connect(f"{src.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
             try:
                 rows += conn.execute("SELECT key, model, value, created FROM responses ORDER BY rowid").fetchall()
             finally:
@@ -234,6 +246,28 @@ def merge(sources: Iterable[str | Path], into: str | Path) -> int:
         added = len(target) - before
         target.close()
     return added
+
+
+def _while_locked(attempt, timeout_s: float, path: Path):
+    """``attempt()`` again, after a short random pause, while SQLite answers "database is locked" (or
+    busy), for up to ``timeout_s`` seconds; then the last error, naming ``path``."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while True:
+        try:
+            return attempt()
+        except sqlite3.OperationalError as e:
+            if not _is_locked(e):
+                raise
+            if time.monotonic() + pause > deadline:
+                raise sqlite3.OperationalError(f"LLM cache {path} stayed locked for {timeout_s:g} s: {e}") from e
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 0.25)
+
+
+def _is_locked(e: sqlite3.OperationalError) -> bool:
+    msg = str(e).lower()
+    return "database is locked" in msg or "database is busy" in msg or "database table is locked" in msg
 
 
 def _is_corrupt(e: sqlite3.DatabaseError) -> bool:
