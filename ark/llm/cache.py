@@ -49,6 +49,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 KEY_VERSION = "ark-llm-cache-v1"  # bump to invalidate every key after a format change
+TIMEOUT_S = 60.0   # how long a connection waits for another process's lock before it fails
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -80,7 +81,7 @@ class ResponseCache:
 
     ``fallback``: another cache file, read (never written) on a miss (see the module doc)."""
 
-    def __init__(self, path: str | Path, timeout_s: float = 60.0, fallback: str | Path | None = None):
+    def __init__(self, path: str | Path, timeout_s: float = TIMEOUT_S, fallback: str | Path | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout_s = timeout_s
@@ -146,7 +147,8 @@ class ResponseCache:
         try:
             # every statement here is one idempotent autocommit statement, so a refusal without the busy
             # wait (SQLite's deadlock guard) is retried as a whole
-            return _while_locked(lambda: self._conn().execute(sql, args), self.timeout_s, self.path)
+            conn = self._conn()   # opening has its own wait (`_open`)
+            return _while_locked(lambda: conn.execute(sql, args), self.timeout_s, self.path)
         except sqlite3.DatabaseError as e:
             if _is_full(e):
                 raise OSError(errno.ENOSPC, f"no space left to store an LLM reply in {self.path}") from e
@@ -224,7 +226,7 @@ def merge(sources: Iterable[str | Path], into: str | Path) -> int:
         if not src.exists():
             continue
         try:
-            conn = sqlite3.connect(f"{src.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
+            conn = sqlite3.connect(f"{src.resolve().as_uri()}?mode=ro", uri=True, timeout=TIMEOUT_S)
             try:
                 rows += conn.execute("SELECT key, model, value, created FROM responses ORDER BY rowid").fetchall()
             finally:
