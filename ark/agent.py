@@ -29,7 +29,7 @@ Who handles what:
 - transport failures and malformed replies (an HTTP 200 that is not a chat completion) are retried
   inside `ark.llm.client.LLMClient`; the `LLMTransportError` (or `MalformedReplyError`) it raises after its
   retries ends that trajectory with stop_reason "error" and its error, R so far kept; the other agents
-  go on, and `ark.eval.records` records that agent as failed and the query as "degraded" (retried next run);
+  go on, and `ark.run.records` records that agent as failed and the query as "degraded" (retried next run);
 - `ContextLengthError`: the oldest observations are shortened and the call is retried once;
 - anything else is our bug and raises.
 
@@ -50,6 +50,7 @@ import json
 import time
 from dataclasses import dataclass
 
+from ark.cost.cap import BudgetExhausted
 from ark.fusion import TIE_BREAKS, fuse
 from ark.llm.client import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
 from ark.prompts import system_prompt
@@ -72,7 +73,7 @@ class AgentConfig:
     n_agents: int = 3  # parallel agents per query (paper: 3)
     temperature: float | None = None  # sampling is set on the backbone; a value here must match it
     prompt_version: str = "v1"  # ark/prompts/system_<version>.md
-    fuse_top: int | None = None  # fused ranking length; None keeps all (the runner cuts it, ark.eval.metrics.scored_list)
+    fuse_top: int | None = None  # fused ranking length; None keeps all (the runner cuts it, ark.analysis.metrics.scored_list)
     tie_break: str = "list"  # fusion tie-break, see ark.fusion
     tool_choice: str = "required"  # passed to the client; it downgrades where a backend lacks it
     concurrency: int = 64  # global limit of running agents when no semaphore is given
@@ -218,7 +219,7 @@ class Agent:
             except ContextLengthError as e:
                 traj.stop_reason, traj.error = "error", f"ContextLengthError (after shortening {shortened} observations): {e}"
                 break
-            except LLMTransportError as e:
+            except (LLMTransportError, BudgetExhausted) as e:   # a failed call, or one the spending cap refused
                 traj.stop_reason, traj.error = "error", f"{type(e).__name__}: {e}"
                 break
             llm_wall = time.perf_counter() - step_start

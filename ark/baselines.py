@@ -9,7 +9,7 @@ in STaRK. Tokens are STaRK's by default: ``bm25s.tokenize`` with its defaults, E
 stemming (``stem=True`` gives the agent's stemmed tokenizer instead).
 
 Every baseline's `Retrieval` carries its own scores (``Retrieval.scores``: BM25, cosine, RRF), which
-``ark.eval.metrics.evaluate``'s stark_qa mode ranks by. ``ranking`` picks the list:
+``ark.analysis.metrics.evaluate``'s stark_qa mode ranks by. ``ranking`` picks the list:
 
 * ``"paper"`` (default): the top ``top`` with score > 0, ties by the lower node id.
 * ``"stark_qa"``: the list stark-qa's own model returns, so stark_qa-mode numbers are stark-qa's.

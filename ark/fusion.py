@@ -12,7 +12,7 @@ exploration — is a property of a node's place in its own trajectory; a positio
 would instead favour anything agent 1 found over everything agent 2 found, whatever its rank. Remaining
 ties (same votes, same best in-list rank) go to the node that comes first in L, i.e. to the lower agent
 index, which makes the result deterministic. tie_break="concat" uses the first index in L instead: the
-rule the authors' own evaluation code is reported to use (`ark.eval.metrics.authors_fuse`, the
+rule the authors' own evaluation code is reported to use (`ark.analysis.metrics.authors_fuse`, the
 ``authors`` metrics protocol), and an ablation of the tie-break.
 
 Within one agent's list a node counts once (the agent loop already skips duplicate selections; fusion

@@ -11,7 +11,7 @@ already on the root logger (Hydra's), the repo's records (``ark``, ``experiments
     from ark import logs
     logs.setup(verbose=False)           # experiments/run.py (verbose=true) and `ark -v` call this
 
-W&B's own terminal messages are the W&B logger's (`ark.eval.logger.WandbLogger`, its ``verbose``).
+W&B's own terminal messages are the W&B logger's (`ark.run.logger.WandbLogger`, its ``verbose``).
 """
 
 from __future__ import annotations

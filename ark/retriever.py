@@ -1,7 +1,7 @@
 """What every retriever is and returns: the `Retriever` protocol and its result, `Retrieval`.
 
 A retriever (ARK's `ark.agent.ARKRetriever`, the baselines of `ark.baselines`, a test's stand-in) is
-anything with ``async aretrieve(query, query_id) -> Retrieval``; `ark.eval.runner` runs one over a
+anything with ``async aretrieve(query, query_id) -> Retrieval``; `ark.run.runner` runs one over a
 query list. Defined on its own so that `ark.agent` and `ark.baselines` share it without importing
 each other.
 """
@@ -28,7 +28,7 @@ class Retrieval:
     cost_usd: float = 0.0
     error: str | None = None  # set when the query failed
     # the retriever's own score of each ranked id (BM25, cosine, RRF: the baselines), what
-    # ark.eval.metrics.evaluate's stark_qa mode ranks by; None where the ranking has no scores (ARK's votes)
+    # ark.analysis.metrics.evaluate's stark_qa mode ranks by; None where the ranking has no scores (ARK's votes)
     scores: list[float] | None = None
 
 

@@ -1,4 +1,4 @@
-"""The reachability ceiling of a graph's query set, without an LLM (`ark.eval.reachability`).
+"""The reachability ceiling of a graph's query set, without an LLM (`ark.analysis.reachability`).
 
     python experiments/diagnose.py graph=demo                         # the demo's 480 test queries
     python experiments/diagnose.py graph=demo limit=100 'reach.ks=[5,20,50]'
@@ -8,7 +8,7 @@
 (level of every gold node per setting) and ``reach_queries.csv`` (hits and one-hop pool per query) to
 ``out_dir`` (``results/diagnose/<graph>/<split>-<ablation>``) and prints the table. The job is
 `ark.config.jobs.diagnose`, which tests call with ``compose(..., config_name="diagnose")``
-(conf/diagnose.yaml); `ark.eval.reachability.load_summaries` reads the folders back.
+(conf/diagnose.yaml); `ark.analysis.reachability.load_summaries` reads the folders back.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
     python experiments/run.py ablation=no_neighbors compare_to=RUN_DIR   # paired with another run
 
 ``ark run ...`` and ``ark run -m ...`` do the same. Everything the run does lives in the library:
-`ark.config.run.run` (check settings -> run identity -> lock -> build -> run the queries -> compare ->
+`ark.config.evaluation.run` (check settings -> run identity -> lock -> build -> run the queries -> compare ->
 summary), which tests call with a composed config (`ark.config.compose.compose`); the option files build
 their objects with ``_target_`` (``conf/retriever/*.yaml``: `ark.config.retrievers`). The run directory is
 ``results/runs/<experiment>/<graph>/<run_name>_<split>[_limit<n>]/`` (``run_name``:
@@ -23,7 +23,7 @@ fingerprint; a command whose identity differs is refused on a directory holding 
 one line naming the differing settings or the changed files, and ``run.lock`` refuses a second writer
 while one is running. A sweep over a setting that is not in the directory name (e.g. ``seed=0,1``) gives
 each point its own directory, the setting appended to its name (``..._test_seed1``; `ark.config.sweep`).
-A paid run is forecast, confirmed above ``confirm_usd`` and capped by ``max_cost_usd`` (`ark.config.spend`):
+A paid run is forecast, confirmed above ``confirm_usd`` and capped by ``max_cost_usd`` (`ark.config.plan`):
 
     python experiments/run.py graph=prime estimate=true                  # the forecast (pilot where needed)
     python experiments/run.py -m experiment=table1 max_cost_usd=200       # a capped sweep
@@ -37,8 +37,8 @@ import hydra
 from omegaconf import DictConfig
 
 from ark.config.app import command_line
+from ark.config.evaluation import job
 from ark.config.location import conf_dir
-from ark.config.run import job
 
 
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")

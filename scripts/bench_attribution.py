@@ -3,7 +3,7 @@
     python scripts/bench_attribution.py                 # 1,000 queries x 3 agents x 10 steps
     python scripts/bench_attribution.py --n 200 --t-max 20
 
-A run directory is written through the runner's own code path (`ark.eval.runner.run_queries` with a
+A run directory is written through the runner's own code path (`ark.run.runner.run_queries` with a
 stand-in retriever returning real `ark.trajectory.Trajectory` records): per agent ``--t-max`` steps,
 each one graph-tool call whose observation is rendered by `ark.observation.render` (5 nodes for a
 search, 20 for a neighbor call, 160-character snippets, as the tools render them) with the shown ids
@@ -12,8 +12,8 @@ recorded, then select + finish; the chat messages hold the observations again, a
 query at a time (nothing kept, so neither side pays for a large heap):
 
   - load: `RunDir.trajectories` (read + JSON parse of trajectories/<qid>.json);
-  - attribute: `ark.eval.attribution.attribute_record` on what was just loaded;
-and, best of three, write: `ark.eval.attribution.write` end to end (load + attribute + attribution.csv +
+  - attribute: `ark.run.summary.attribute_record` on what was just loaded;
+and, best of three, write: `ark.run.summary.write_attribution` end to end (load + attribute + attribution.csv +
 metrics.json).
 
 Printed: seconds and ms per query for each, and attribute / load (target: well under 1).
@@ -34,11 +34,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ark.eval import attribution, runner  # noqa: E402
+from ark.analysis import attribution  # noqa: E402
+from ark.run import runner  # noqa: E402
 from ark.llm.client import ChatResponse, ToolCall  # noqa: E402
 from ark.observation import NodeLine, render  # noqa: E402
 from ark.retriever import Retrieval  # noqa: E402
-from ark.eval.rundir import RunDir  # noqa: E402
+from ark.run.rundir import RunDir  # noqa: E402
+from ark.run.summary import attribute_record, write_attribution  # noqa: E402
 from ark.tools import NEIGHBORS, SEARCH  # noqa: E402
 from ark.trajectory import Step, Trajectory  # noqa: E402
 
@@ -143,7 +145,7 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter()
                 trajs = run.trajectories(r)
                 t1 = time.perf_counter()
-                attribution.attribute_record(r, trajs)
+                attribute_record(r, trajs)
                 t_load += t1 - t0
                 t_attr += time.perf_counter() - t1
             return t_load, t_attr
@@ -151,7 +153,7 @@ def main(argv=None) -> int:
         passes = [one_pass() for _ in range(3)]
         t_load = min(p[0] for p in passes)
         t_attr = min(p[1] for p in passes)
-        t_write = best_of(lambda: attribution.write(RunDir(out)))
+        t_write = best_of(lambda: write_attribution(RunDir(out)))
         summary = RunDir(out).metrics["attribution"]
         n = len(records)
         print(f"load (read + JSON parse)   {t_load:7.3f} s  {1000 * t_load / n:6.2f} ms/query")

@@ -3,7 +3,7 @@
     python scripts/bench_forecast.py                    # the demo's test split (480 queries), ARK t20_n3, GPT-4.1 prices
     python scripts/bench_forecast.py --split val --pilot 20
 
-One run of ``ark.config.run.run`` with ``estimate=true`` (the pilot: the run on its first ``--pilot``
+One run of ``ark.config.evaluation.run`` with ``estimate=true`` (the pilot: the run on its first ``--pilot``
 queries, then the forecast of the rest), then the real run over the whole split, both with the real
 ``gpt-4.1`` backbone config sent to the scripted OpenAI-compatible server (tests/helpers/scripted_server.py),
 which answers with `tests.helpers.policies.ark_like`: trajectories shaped like GPT-4.1's (a search of the
@@ -14,10 +14,10 @@ the usage a tokenizer would count (every prompt carries the observations gathere
     what it paid (its ledger), and whether that falls inside;
   - the same for the run's whole cost (the pilot's queries included);
   - every other disjoint slice of ``--pilot`` queries taken as the pilot (forecasts made from the run's
-    own per query costs with `ark.eval.forecast.forecast`): how many of their intervals hold the cost of
+    own per query costs with `ark.cost.forecast.forecast`): how many of their intervals hold the cost of
     the rest of the run (the interval's coverage);
   - the token counts the run measured (LLM calls per agent, first prompt, what each step adds to the
-    prompt, completion tokens per call), the ones `ark.eval.forecast.TokenModel.typical` carries, and what
+    prompt, completion tokens per call), the ones `ark.cost.forecast.TokenModel.typical` carries, and what
     that model and the run's settings' worst case say per query.
 """
 
@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 def token_stats(run_dir: Path) -> dict:
     """Per agent and per step token counts of a run's trajectories."""
-    from ark.eval.rundir import RunDir
+    from ark.run.rundir import RunDir
 
     run = RunDir(run_dir)
     steps, first, growth, completion = [], [], [], []
@@ -57,7 +57,8 @@ def token_stats(run_dir: Path) -> dict:
 def slices_coverage(run_dir: Path, pilot: int) -> tuple[int, int]:
     """Of the disjoint slices of ``pilot`` queries taken as the pilot, how many forecasts hold the cost of
     the rest of the run."""
-    from ark.eval.forecast import QueryCost, forecast, measured_costs
+    from ark.cost.forecast import QueryCost, forecast
+    from ark.run.measured import measured_costs
 
     costs = list(measured_costs([run_dir]).values())
     total = sum(c.usd for c in costs)
@@ -79,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from ark.config.compose import compose
-    from ark.config.run import run
-    from ark.eval.forecast import TokenModel
-    from ark.llm.pricing import PRICES
+    from ark.config.evaluation import run
+    from ark.cost.forecast import TokenModel
+    from ark.cost.prices import PRICES
     from tests.helpers.paths import DEMO_ROOT
     from tests.helpers.policies import ark_like
     from tests.helpers.scripted_server import ScriptedServer
@@ -135,8 +136,8 @@ def table1(per_query_gpt41: float, stats: dict) -> None:
     the demo's (STaRK's longer documents fill the 160-character snippets); and in the worst case of those
     settings. The token model is the same for every graph (the demo's trajectories), so a graph's cost is
     its query count times the cost of a query."""
-    from ark.eval.forecast import TokenModel
-    from ark.llm.pricing import PRICES, PRICES_AS_OF
+    from ark.cost.forecast import TokenModel
+    from ark.cost.prices import PRICES, PRICES_AS_OF
 
     measured = TokenModel(system_tokens=stats["first_prompt"] - 40, question_tokens=40,
                           steps=stats["steps_per_agent"],
@@ -150,7 +151,7 @@ def table1(per_query_gpt41: float, stats: dict) -> None:
     cases = (("measured cost per query", measured, scale), ("observations twice as long", longer, scale),
              ("worst case (20 steps, full budgets)", worst, 1.0))
     n = sum(PAPER_TEST_QUERIES.values())
-    print(f"\nTable 1 estimate, ARK t20_n3 on the paper's test splits, US$ at ark/llm/pricing.py's prices of "
+    print(f"\nTable 1 estimate, ARK t20_n3 on the paper's test splits, US$ at ark/cost/prices.py's prices of "
           f"{PRICES_AS_OF} (no cached-input discount):")
     print(f"{'':36} {'graph':>7} {'queries':>8} {'GPT-4.1':>10} {'GPT-4o':>10} {'both':>10}")
     for name, model, k in cases:

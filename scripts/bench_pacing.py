@@ -49,7 +49,7 @@ def one_run(paced: bool, tpm: int, queries: int, latency: float, tmp: Path) -> d
     """One run against a fresh server in a process of its own (its threads do not compete with the
     client's for the GIL), read back from the server's log."""
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
     from tests.helpers.paths import DEMO_ROOT
 
     name = "paced" if paced else "unpaced"

@@ -33,7 +33,7 @@ def bench(n_replicas: int, n: int, latency_s: float, capacity: int, concurrency:
 
     from ark.agent import AgentConfig
     from ark.data.sources import DemoSource
-    from ark.eval.runner import RunSettings, run_queries
+    from ark.run.runner import RunSettings, run_queries
     from ark.llm.client import BackboneConfig
     from ark.tools.toolset import ToolConfig
     from ark.config.retrievers import build_ark

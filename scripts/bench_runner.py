@@ -13,7 +13,7 @@ The scripted server (tests/helpers/scripted_server.py) runs in its own process s
 compete with the runner for the GIL. Reported per run:
   - wall_s vs bound_s (target: ratio <= 1.2),
   - the runner's own bookkeeping per query (record, metrics, JSON + trajectory writes, progress;
-    target < 5 ms), measured inside ark.eval.runner,
+    target < 5 ms), measured inside ark.run.runner,
   - the agent's non-LLM time per query (tools, prompt building) from the trajectories, for context,
   - the client process's CPU time per LLM call.
 
@@ -67,7 +67,7 @@ def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: 
     from ark.agent import AgentConfig
     from ark.data.sources import DemoSource
     from ark.llm.client import BackboneConfig
-    from ark.eval.runner import RunSettings, run_queries
+    from ark.run.runner import RunSettings, run_queries
     from ark.config.retrievers import build_ark
     from ark.tools import ToolConfig
 

@@ -1,4 +1,4 @@
-"""Benchmark of the tables format (`ark.data.tables.TablesSource`) at MAG scale, against STaRK's files.
+"""Benchmark of the tables format (`ark.data.tables.source.TablesSource`) at MAG scale, against STaRK's files.
 
 The synthetic MAG-shaped graph of `scripts/bench_graph.py` (1.9M nodes of 4 types, 40M stored edges of
 4 relations, power-law degrees, 12-word texts) is written twice: as tables (``nodes.parquet``,

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from ark.agent import OPTIONS
-from ark.eval.attribution import CLASS_LABEL, CLASSES
-from ark.eval.rundir import RunDir
+from ark.analysis.attribution import CLASS_LABEL, CLASSES
+from ark.run.rundir import RunDir
 from ark.trajectory import Trajectory
 
 VARIANTS = {"plain": (), "all": OPTIONS, **{o: (o,) for o in OPTIONS}}
@@ -59,7 +59,7 @@ def trajectories(run: RunDir) -> list[Trajectory]:
 
 
 def fates(run: RunDir) -> dict[str, float]:
-    """Share of gold nodes per attribution class (metrics.json's "attribution", ark.eval.attribution)."""
+    """Share of gold nodes per attribution class (metrics.json's "attribution", ark.analysis.attribution)."""
     return dict((run.metrics.get("attribution") or {}).get("share") or {})
 
 
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--name-first: {args.name_first!r}; choose from {', '.join(NAME_FIRST)} (comma list)")
 
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     rows = []
     t0 = time.perf_counter()

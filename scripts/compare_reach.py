@@ -1,5 +1,5 @@
-"""Reachability per demo template: the question's own words (`ark.eval.reachability`) beside the bound
-over chains built from the question's words (`ark.eval.reach_bound`), for each name-first option of
+"""Reachability per demo template: the question's own words (`ark.analysis.reachability`) beside the bound
+over chains built from the question's words (`ark.analysis.reach_bound`), for each name-first option of
 search_graph (`ark.search.name_match`), and how often searching a named node's name finds it;
 optionally, what a scripted agent's runs surface.
 
@@ -10,10 +10,10 @@ optionally, what a scripted agent's runs surface.
 No LLM. Shares are means over queries of the share of a query's gold nodes reached by a level
 (cumulative, in %). The question-text measure uses no type filter (`experiments/diagnose.py`'s
 ``reach.filters=[none]`` setting). With ``--scripted`` each name-first option also gets one run per split
-(`ark.eval.runner.run_queries`, one ARK agent, T_max 5) against the scripted OpenAI-compatible server
+(`ark.run.runner.run_queries`, one ARK agent, T_max 5) against the scripted OpenAI-compatible server
 (`tests/helpers/scripted_server.py`), whose agent searches the question (k 5), explores the first two
 hits' neighbors with the question as subquery (k 20), selects everything shown and finishes; the table
-gives that run's metrics and the share of gold nodes its calls showed (`ark.eval.attribution`: not
+gives that run's metrics and the share of gold nodes its calls showed (`ark.analysis.attribution`: not
 "never surfaced").
 """
 
@@ -48,8 +48,8 @@ def params_of(source) -> dict[int, tuple[str, dict]]:
 
 def reach_rows(graph, index, queries, templates, ks, name_first: str) -> list[dict]:
     """Per template and k: the question-text levels and the bound's levels (% of gold, mean per query)."""
-    from ark.eval import reach_bound as B
-    from ark.eval import reachability as R
+    from ark.analysis import reach_bound as B
+    from ark.analysis import reachability as R
     from ark.search.modes import GlobalSearch, SearchConfig
     from ark.tools import ToolConfig, ToolSet
 
@@ -123,9 +123,9 @@ def scripted_rows(graph, index, queries_by_split: dict, templates: dict[int, str
     import asyncio
 
     from ark.agent import AgentConfig, ARKRetriever
-    from ark.eval.runner import run_queries
-    from ark.eval.settings import RunSettings
     from ark.llm.client import BackboneConfig, LLMClient
+    from ark.run.runner import run_queries
+    from ark.run.settings import RunSettings
     from ark.search.modes import GlobalSearch, SearchConfig
     from ark.tools import ToolConfig, ToolSet
     from tests.helpers.scripted_server import ScriptedServer

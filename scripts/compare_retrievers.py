@@ -12,7 +12,7 @@ The first run encodes every demo node with the local encoder (tens of minutes on
 under ``flock /work/heavy.lock nice -n 10`` on a shared machine); later runs read the cached node
 embeddings (``data/cache/demo/embeddings/``). The retrievers are `ark.baselines`' BM25Retriever
 (STaRK's BM25), DenseRetriever and HybridRetriever (RRF, constant 60, over each side's top 100), scored
-with ark.eval.metrics exactly as runs are. Needs requirements-dense.txt.
+with ark.analysis.metrics exactly as runs are. Needs requirements-dense.txt.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ark.baselines import BM25Retriever, DenseRetriever, HybridRetriever
     from ark.search.embeddings import LocalEncoder, default_model_dir
-    from ark.eval.metrics import as_candidates, evaluate
+    from ark.analysis.metrics import as_candidates, evaluate
     from ark.search.modes import SearchConfig, SearchSetup
     from ark.data.sources import DemoSource
 

@@ -5,11 +5,11 @@ its BM25 index; start the local llama.cpp server (`ark.llm.local_server`, SmolLM
 (n agents, small T_max) and BM25 on a handful of demo test queries; stop the server; print per query the
 question, the fused top-5 with names (gold marked `*`), BM25's top-5, and per agent the tool calls it
 made, and for each gold node how far it was from what one chain of calls with the question's own words
-shows (`ark.eval.reachability`: in the search hits of the whole question, in one neighbor call of a hit
+shows (`ark.analysis.reachability`: in the search hits of the whole question, in one neighbor call of a hit
 with the question as subquery, or only 1 or 2 hops away in the graph, or farther), whether any chain of
-at most three calls built from the question's words shows it (`ark.eval.reach_bound`: a search for any
+at most three calls built from the question's words shows it (`ark.analysis.reach_bound`: a search for any
 run of its words with any type filter, then up to two filtered neighbor calls; with one such chain)
-and where ARK lost it (`ark.eval.attribution`: never surfaced, surfaced but not selected, selected but fused
+and where ARK lost it (`ark.analysis.attribution`: never surfaced, surfaced but not selected, selected but fused
 out, beyond the top 20, or retrieved);
 end with a summary (Hit@1 / Hit@5 of both, failures, model mistakes).
 
@@ -42,10 +42,10 @@ from ark.agent import AgentConfig, ARKRetriever
 from ark.baselines import BM25Retriever
 from ark.llm.client import LLMClient, LLMError
 from ark.llm.local_server import LocalServer, LocalServerError
-from ark.eval.attribution import CLASS_LABEL, CLASSES, QueryAttribution, attribute
-from ark.eval.metrics import evaluate, scored_list
-from ark.eval import reach_bound
-from ark.eval.reachability import GoldReach, ReachSettings, describe, query_reach
+from ark.analysis.attribution import CLASS_LABEL, CLASSES, QueryAttribution, attribute
+from ark.analysis.metrics import evaluate, scored_list
+from ark.analysis import reach_bound
+from ark.analysis.reachability import GoldReach, ReachSettings, describe, query_reach
 from ark.retriever import Retrieval
 from ark.data.sources import DemoSource
 from ark.home import ark_home

@@ -13,7 +13,7 @@ each neighbor call adds to the conversation (its observation and the assistant's
 long a node line is when its snippet is full width (on STaRK every document is longer than a snippet).
 
 What is taken from elsewhere, each named in the output: split sizes (the paper's appendix table), each
-graph's tool shares (the paper's Section 5.2), prices (``ark.llm.pricing``), the runner's overhead over
+graph's tool shares (the paper's Section 5.2), prices (``ark.cost.prices``), the runner's overhead over
 the rate bound (README, Measured: 1.19x at most), the API rate limits (``--tpm``/``--rpm``: your account's
 numbers), steps per trajectory (``--steps``; no run of the paper's configuration is measured here, so the
 plan prints the paper-derived typical length and T_max side by side), and the GPU throughput of vLLM
@@ -23,7 +23,7 @@ Cost model per agent of s steps (prompt tokens are billed for the whole conversa
   input  = sum over t = 0..s-1 of (P0 + t * d),   output = s * a
 with P0 the first request, d the mean growth per step (observation + assistant call, mixed by the graph's
 tool shares) and a the assistant's tokens per call: the forecast's own token model
-(`ark.eval.forecast.TokenModel` with system P0, observation d - a, reply a), priced by its ``query``.
+(`ark.cost.forecast.TokenModel` with system P0, observation d - a, reply a), priced by its ``query``.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _policy(steps: int):
 def measure(n_queries: int = 30, steps: int = 12, data_root: Path | None = None) -> Profile:
     from ark.agent import AgentConfig
     from ark.data.sources import DemoSource
-    from ark.eval.runner import RunSettings, run_queries
+    from ark.run.runner import RunSettings, run_queries
     from ark.llm.client import BackboneConfig
     from ark.observation import approx_tokens
     from ark.tools.toolset import ToolConfig
@@ -146,10 +146,10 @@ def step_growth(prof: Profile, graph: str) -> float:
 
 
 def token_model(prof: Profile, graph: str, steps: float):
-    """The profile as the forecast's token model (`ark.eval.forecast.TokenModel`), so that the plan and a
+    """The profile as the forecast's token model (`ark.cost.forecast.TokenModel`), so that the plan and a
     run's forecast price a trajectory the same way: the first request, then each step's growth (its
     observation and the assistant's call)."""
-    from ark.eval.forecast import TokenModel
+    from ark.cost.forecast import TokenModel
 
     return TokenModel(system_tokens=prof.p0, question_tokens=0.0, steps=steps,
                       observation_tokens=step_growth(prof, graph) - prof.assistant, reply_tokens=prof.assistant)
@@ -158,7 +158,7 @@ def token_model(prof: Profile, graph: str, steps: float):
 def agent_tokens(prof: Profile, graph: str, steps: float) -> tuple[float, float, float]:
     """(billed input, new input, output) approx tokens of one agent of ``steps`` steps on ``graph``
     (STaRK-shaped observations). Billed input counts the conversation at every call
-    (`ark.eval.forecast.TokenModel.agent`); new input counts each token once, what a server with prefix
+    (`ark.cost.forecast.TokenModel.agent`); new input counts each token once, what a server with prefix
     caching (vLLM's) computes."""
     billed, output = token_model(prof, graph, steps).agent()
     return billed, prof.p0 + step_growth(prof, graph) * (steps - 1), output
@@ -208,7 +208,7 @@ def blocks() -> list[Block]:
 
 def plan(prof: Profile, steps_typical: float, steps_max: float, tpm: float, rpm: float,
          prefill_per_s: float, decode_per_s: float) -> str:
-    from ark.llm.pricing import PRICES
+    from ark.cost.prices import PRICES
 
     out = ["| block | command | SLURM jobs | queries x agents | LLM calls | tokens in / out | cost | time |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]

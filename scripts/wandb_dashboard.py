@@ -7,16 +7,16 @@
 
 The view filters to one experiment (the runs' W&B group, set by logger=wandb), groups runs by
 graph, and has one section per concern: final metrics (bar charts of <split>/hit@1, hit@5,
-recall@20, mrr), tool use (search vs. neighborhood shares), failure attribution (ark.eval.attribution's
+recall@20, mrr), tool use (search vs. neighborhood shares), failure attribution (ark.analysis.attribution's
 classes), cost and latency (each run's spend against its <split>/hit@1 in a scatter plot, so a sweep's
 cheaper-and-better runs stand out; US$ per run beside its forecast and cap, tokens per run), and a run
 comparer of the configs. Runs
-are tagged graph:/backbone:/budget:/ablation: by ark.eval.logger, so the runs table can be filtered
-further in the UI. Runs logged online (ark.eval.logger: a key from `wandb login` is enough) are the
+are tagged graph:/backbone:/budget:/ablation: by ark.run.logger, so the runs table can be filtered
+further in the UI. Runs logged online (ark.run.logger: a key from `wandb login` is enough) are the
 ones this view shows; offline ones appear after `wandb sync <dir>`.
 
 tests/test_wandb_dashboard.py checks, offline, that every panel plots a key a real run logs (runner +
-ark.eval.logger into an offline W&B run) and that the view selects runs the way the logger groups them;
+ark.run.logger into an offline W&B run) and that the view selects runs the way the logger groups them;
 saving the view needs W&B's servers and is the one step only a user online can run.
 """
 
@@ -33,7 +33,7 @@ INSTALL = (f"pip install -e '.[wandb]' in the checkout (make install has it alre
 
 
 def tool_share_metrics() -> list[str]:
-    """The logged tool-share keys (ark.eval.logger: tool_share/<tool>) that every run logs: one per graph
+    """The logged tool-share keys (ark.run.logger: tool_share/<tool>) that every run logs: one per graph
     tool of the default toolset (an opt-in tool such as find_paths is logged only by the runs that call it)."""
     from ark.tools import default_graph_tool_names
 
@@ -41,7 +41,7 @@ def tool_share_metrics() -> list[str]:
 
 
 def cost_vs_quality(split: str = "test", metric: str = "hit@1"):
-    """A scatter plot of every run of the view: what it spent (US$, ark.eval.logger's ``cost_usd``)
+    """A scatter plot of every run of the view: what it spent (US$, ark.run.logger's ``cost_usd``)
     against ``<split>/<metric>``, the cheaper-and-better runs up and to the left."""
     import wandb_workspaces.reports.v2 as wr
 
@@ -56,7 +56,7 @@ def build_workspace(entity: str, project: str, experiment: str, split: str = "te
     except ImportError as e:
         raise SystemExit(f"this script needs wandb-workspaces: {INSTALL}") from e
 
-    from ark.eval.logger import COST_KEYS
+    from ark.run.logger import COST_KEYS
 
     metric_panels = [wr.BarPlot(title=f"{split}/{m}", metrics=[f"{split}/{m}"], orientation="h") for m in METRICS]
     tool_panels = [wr.BarPlot(title="tool-call share", metrics=tool_share_metrics()),
@@ -65,7 +65,7 @@ def build_workspace(entity: str, project: str, experiment: str, split: str = "te
                    wr.BarPlot(title="cost, forecast and cap (US$)", metrics=["cost_usd", *COST_KEYS]),
                    wr.BarPlot(title="tokens", metrics=["tokens/prompt", "tokens/completion"]),
                    wr.BarPlot(title="latency (s, slowest agent)", metrics=["latency_s/mean", "latency_s/p90"])]
-    from ark.eval.attribution import CLASSES
+    from ark.analysis.attribution import CLASSES
 
     attribution_panels = [wr.BarPlot(title="where gold nodes were found or lost (share of gold)",
                                      metrics=[f"attribution/{c}" for c in CLASSES]),

@@ -162,7 +162,7 @@ def test_configs_switch_options_per_backbone_and_record_them(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps(old))
     check_same_run(tmp_path, run_info(paper))
     # readers of run directories get the options from run.json, else from the saved config
-    from ark.eval.rundir import RunDir
+    from ark.run.rundir import RunDir
 
     (tmp_path / "run.json").write_text(json.dumps(run_info(on)))
     (tmp_path / "predictions.jsonl").write_text("")

@@ -1,4 +1,4 @@
-"""Failure attribution (ark/eval/attribution.py): known trajectories -> known classes, positions and costs;
+"""Failure attribution (ark/analysis/attribution.py): known trajectories -> known classes, positions and costs;
 a run directory -> attribution.csv and metrics.json; the real agent on the toy graph -> the ids its
 tools showed."""
 from __future__ import annotations
@@ -9,11 +9,12 @@ import json
 
 import pytest
 
-from ark.eval import attribution as A
-from ark.eval import runner
+from ark.analysis import attribution as A
+from ark.run import runner
 from ark.llm.client import ToolCall
 from ark.retriever import Retrieval
-from ark.eval.rundir import RunDir
+from ark.run.rundir import RunDir
+from ark.run.summary import attribute_run, write_attribution
 from ark.trajectory import Step, Trajectory
 
 FILL = list(range(100, 120))  # 20 filler nodes
@@ -101,7 +102,7 @@ def test_a_ranking_without_trajectories_is_a_baseline():
 
 @pytest.fixture
 def run_dir(tmp_path):
-    """A run directory written by ark.eval.runner from a retriever returning the trajectories above."""
+    """A run directory written by ark.run.runner from a retriever returning the trajectories above."""
     a0 = traj(0, [step(0, [("search_graph", [3, 1])]), step(1, [("select", [])])], [1])
     b0 = traj(0, [step(0, [("search_graph", [8])])], [8])
 
@@ -124,7 +125,7 @@ def run_dir(tmp_path):
 
 
 def test_write_puts_csv_and_summary_into_the_run(run_dir):
-    summary = A.write(run_dir)
+    summary = write_attribution(run_dir)
     assert summary["counts"] == {"retrieved": 1, "never_surfaced": 1, "surfaced_not_selected": 1,
                                  "selected_fused_out": 0, "beyond_top": 0}
     assert summary["miss_share"]["never_surfaced"] == pytest.approx(0.5)
@@ -209,6 +210,6 @@ def test_real_agent_on_the_toy_graph():
 def test_partly_failed_queries_are_attributed_failed_ones_not(run_dir):
     run = RunDir(run_dir)
     first, second = run.records()
-    got = A.attribute_run(run, records=[{**first, "status": "degraded"}, {**second, "status": "failed"}])
+    got = attribute_run(run, records=[{**first, "status": "degraded"}, {**second, "status": "failed"}])
     assert [qa.query_id for qa in got] == [first["query_id"]]
     assert [g.cls for g in got[0].golds] == ["retrieved", "surfaced_not_selected"]

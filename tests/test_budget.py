@@ -1,4 +1,4 @@
-"""The spending cap and its ledgers (`ark.llm.budget`): a call starts only when its worst case fits beside
+"""The spending cap and its ledgers (`ark.cost.cap`): a call starts only when its worst case fits beside
 the calls in flight, waits when finishing calls would make room, and is refused for good at the cap; a
 ledger written by several processes at once adds up, and a line torn by a kill is cut off."""
 
@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from ark.llm.budget import Budget, BudgetExhausted, Ledger
-from ark.llm.pricing import Price
+from ark.cost.cap import Budget, BudgetExhausted
+from ark.cost.ledger import Ledger
+from ark.cost.prices import Price
 
 WORST = Price(0.0, 600_000.0)   # with max_tokens=1 a call's worst case is $0.60 (no prompt price)
 

@@ -15,7 +15,7 @@ import pytest
 
 import ark
 from ark.cli.main import build_parser, main
-from ark.data.tables import TablesSource
+from ark.data.tables.source import TablesSource
 from ark.search.bm25 import load_index
 from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
 

@@ -15,7 +15,7 @@ import pytest
 from ark.cli.main import main
 from ark.config import jobs
 from ark.config.compose import compose
-from ark.config.run import run
+from ark.config.evaluation import run
 from tests.helpers.golden_runs import normalized
 from tests.helpers.paths import DEMO_ROOT
 

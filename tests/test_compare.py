@@ -1,4 +1,4 @@
-"""Paired comparisons (ark/eval/compare.py): constructed per-query scores against scipy, and run directories
+"""Paired comparisons (ark/analysis/paired.py): constructed per-query scores against scipy, and run directories
 over the same queries."""
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ark.eval import compare as C
-from ark.eval.metrics import aggregate
+from ark.analysis import paired as C
+from ark.analysis.metrics import aggregate
+from ark.report.comparison import compare_runs
 from tests.helpers.fixtures_runs import QuerySpec, make_config, write_run
 
 
@@ -67,7 +68,7 @@ def test_ark_compare_prints_the_paired_table_and_names_a_bad_test(tmp_path, caps
     assert main(["compare", str(run), str(ref), "--metrics", "hit@1", "mrr"]) == 0
     out = capsys.readouterr().out
     assert out == (f"{run}\n  minus {ref}  (wilcoxon; * p < 0.05; values in %)\n"
-                   + C.format_table(C.compare_runs(run, ref, ("hit@1", "mrr"))) + "\n")
+                   + C.format_table(compare_runs(run, ref, ("hit@1", "mrr"))) + "\n")
     assert main(["compare", str(run), str(ref), "--test", "ttest"]) == 2
     assert capsys.readouterr().err == ("ark compare: error: unknown paired test 'ttest'; valid tests: "
                                        "wilcoxon, permutation\n")
@@ -85,15 +86,15 @@ def test_compare_runs_matches_queries_by_id(tmp_path):
     run_hits = [True] * 24
     ref = _run(tmp_path, "full", ref_hits)
     run = _run(tmp_path, "better", run_hits, failed={1})          # query 1 failed: left out
-    diffs = {d.metric: d for d in C.compare_runs(run, ref, ("hit@1", "recall@20"))}
+    diffs = {d.metric: d for d in compare_runs(run, ref, ("hit@1", "recall@20"))}
     d = diffs["hit@1"]
     assert d.n == 23 and d.wins == 11 and d.losses == 0 and d.significant
     assert diffs["recall@20"].diff == pytest.approx(d.diff)
-    with_failed = C.compare_runs(run, ref, ("hit@1",), include_failed=True)[0]
+    with_failed = compare_runs(run, ref, ("hit@1",), include_failed=True)[0]
     assert with_failed.n == 24 and with_failed.wins == 11
     # a failed query scored 0 against the reference's 0 (query 1 is odd: a reference miss): a tie
     assert with_failed.ties == 13
-    out = C.format_table(C.compare_runs(run, ref, ("hit@1",)))
+    out = C.format_table(compare_runs(run, ref, ("hit@1",)))
     assert "hit@1" in out and "*" in out
 
 
@@ -101,17 +102,17 @@ def test_runs_over_other_queries_are_refused(tmp_path):
     ref = _run(tmp_path, "full", [True] * 4)
     other = _run(tmp_path, "other", [True] * 4, gold_offset=50)
     with pytest.raises(ValueError, match="not over the same queries"):
-        C.compare_runs(other, ref)
+        compare_runs(other, ref)
 
 
 def test_a_run_with_compare_to_records_the_paired_differences(tmp_path):
     """experiments/run.py with compare_to: the demo graph, the scripted server, two toolsets on the
-    same queries; the paired numbers land in metrics.json and equal ark.eval.compare on the two dirs."""
+    same queries; the paired numbers land in metrics.json and equal ark.analysis.paired on the two dirs."""
     import json
     from pathlib import Path
 
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
     from tests.helpers.scripted_server import ScriptedServer
     from tests.helpers.paths import DEMO_ROOT
     from tests.helpers.policies import search_select_finish
@@ -130,5 +131,5 @@ def test_a_run_with_compare_to_records_the_paired_differences(tmp_path):
     paired = summary["paired"][str(full.out_dir)]
     on_disk = json.loads((Path(other.out_dir) / "metrics.json").read_text())["paired"][str(full.out_dir)]
     assert on_disk == paired and paired["hit@1"]["n"] == 6
-    direct = C.compare_runs(other.out_dir, full.out_dir, n_boot=100)
+    direct = compare_runs(other.out_dir, full.out_dir, n_boot=100)
     assert [paired[d.metric] for d in direct] == [d.to_json() for d in direct]

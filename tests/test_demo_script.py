@@ -1,6 +1,6 @@
-"""scripts/demo.py's per-query report: each gold node's fate in ARK's run (ark.eval.attribution) and its
-distance from what the question's own words show (ark.eval.reachability) and the bound over chains of its
-words (ark.eval.reach_bound), on the toy graph with the agent
+"""scripts/demo.py's per-query report: each gold node's fate in ARK's run (ark.analysis.attribution) and its
+distance from what the question's own words show (ark.analysis.reachability) and the bound over chains of its
+words (ark.analysis.reach_bound), on the toy graph with the agent
 driven by the scripted server; and the --agent-options choices."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from ark.agent import AgentConfig, ARKRetriever
-from ark.eval.attribution import attribute
+from ark.analysis.attribution import attribute
 from ark.llm.client import BackboneConfig, LLMClient
-from ark.eval.reach_bound import query_bound
-from ark.eval.reachability import query_reach
+from ark.analysis.reach_bound import query_bound
+from ark.analysis.reachability import query_reach
 from ark.data.stark import Query
 from ark.search.bm25 import BM25Index
 from ark.tools import FINISH, SELECT, ToolConfig, ToolSet

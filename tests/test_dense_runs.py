@@ -1,4 +1,4 @@
-"""Dense and hybrid search through the run (ark.config.run; experiments/run.py): whole runs on the hand-made tables graph with
+"""Dense and hybrid search through the run (ark.config.evaluation; experiments/run.py): whole runs on the hand-made tables graph with
 OpenAI-style embeddings from the scripted server (the OpenAI route, its key from the environment),
 the run identity that keeps dense and lexical runs apart, and the up-front errors for bad settings.
 """
@@ -38,7 +38,7 @@ def server(monkeypatch):
 
 def test_dense_and_hybrid_baselines_run_and_are_scored_like_bm25(tmp_path, server):
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     summaries = {}
     for retriever in ("bm25", "dense", "hybrid"):
@@ -67,7 +67,7 @@ def test_dense_and_hybrid_baselines_run_and_are_scored_like_bm25(tmp_path, serve
 def test_hybrid_search_run_has_its_own_directory_identity_and_tool_text(tmp_path, server):
     from ark.config.compose import compose
     from ark.config.identity import run_identity
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     lexical = compose(overrides(tmp_path, server))
     hybrid = compose(overrides(tmp_path, server, "search=hybrid"))
@@ -150,7 +150,7 @@ def test_unknown_search_or_encoder_option_lists_the_choices(tmp_path):
 def test_a_missing_or_mismatched_embedding_cache_is_named_with_the_command_that_builds_it(tmp_path, server):
     from ark.search.embeddings import OpenAIEncoder, cache_path
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     cfg = compose(overrides(tmp_path, server, "search=dense", "search.setup.build_embeddings=false"))
     with pytest.raises(SystemExit) as e:

@@ -35,7 +35,7 @@ def test_every_block_is_marked_and_every_command_placed():
 def test_the_marker_reader_places_each_kind(tmp_path):
     """The reader finds markers, continuations, comments and inline commands, and flags an unmarked block."""
     doc = tmp_path / "page.md"
-    doc.write_text("Run `ark search x --graph demo` or `ark.config.run`.\n\n"
+    doc.write_text("Run `ark search x --graph demo` or `ark.config.evaluation`.\n\n"
                    "<!-- doc-test: not run: needs a GPU -->\n```bash\nscripts/gpu_check.sh \\\n  --dry-run  # all\n```\n\n"
                    "```bash\nark build\n```\n\n```\nark build --graph demo\n```\n")
     cmds, problems = dc.commands([doc])

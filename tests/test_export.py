@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from ark.cli.main import main
-from ark.data.tables import EXPORT_FORMAT, TablesSource, export
+from ark.data.tables.format import EXPORT_FORMAT
+from ark.data.tables.source import TablesSource
+from ark.data.tables.write import export
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "tables_kg"

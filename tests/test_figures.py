@@ -1,4 +1,4 @@
-"""Figures and tables (ark.eval.figures) on small synthetic run dirs with known values."""
+"""Figures and tables (ark.report.figures) on small synthetic run dirs with known values."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ark.config.options import ablation_labels
-from ark.eval import figures as F
+from ark.report import figures as F
 
 try:
     from tests.helpers.fixtures_runs import QuerySpec, budget_grid, make_config, write_run
@@ -294,7 +294,7 @@ def test_fixture_trajectories_match_real_trajectory_format(tmp_path):
 
 
 def test_figures_on_real_runner_output(tmp_path):
-    """Run dirs written by ark.eval.runner with configs composed from conf/: the figures read the same
+    """Run dirs written by ark.run.runner with configs composed from conf/: the figures read the same
     numbers the runner summarized (metrics, tool calls, neighbor-call histogram)."""
     try:
         from tests.helpers.fixtures_runs import random_queries, real_run

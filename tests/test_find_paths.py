@@ -113,7 +113,7 @@ def test_bad_calls_are_one_line(graph, index, args, error):
 
 
 def test_the_graphs_own_ids_in_and_out(tmp_path):
-    from ark.data.tables import TablesSource
+    from ark.data.tables.source import TablesSource
     from ark.search.bm25 import load_index
 
     source = TablesSource(KG, root=tmp_path / "data")
@@ -147,7 +147,7 @@ def search_paths_select(request: dict):
 def test_a_run_offering_find_paths_records_its_calls_and_figure_3_shows_them(tmp_path, capsys):
     from ark.cli.main import main
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
     from tests.helpers.policies import search_explore_select
     from tests.helpers.scripted_server import ScriptedServer
 

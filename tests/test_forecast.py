@@ -1,4 +1,4 @@
-"""The forecast of a paid run (`ark.eval.forecast`): its interval covers what the rest of a run costs about
+"""The forecast of a paid run (`ark.cost.forecast`): its interval covers what the rest of a run costs about
 as often as it says, it rests on run directories of the same settings only, and the token model adds up."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from ark.eval.forecast import QueryCost, TokenModel, forecast, measured_costs, same_settings_dirs, total
-from ark.llm.pricing import Price
+from ark.cost.forecast import QueryCost, TokenModel, forecast, total
+from ark.run.measured import measured_costs, same_settings_dirs
+from ark.cost.prices import Price
 
 
 def _costs(values) -> list[QueryCost]:

@@ -14,7 +14,7 @@ from ark.cli.main import main
 from ark.config.compose import compose
 from ark.data import stark
 from ark.data.sources import DemoSource
-from ark.data.tables import TablesSource
+from ark.data.tables.source import TablesSource
 from ark.search.embeddings import default_model_dir
 
 REPO = Path(__file__).resolve().parents[1]

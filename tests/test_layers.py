@@ -6,13 +6,16 @@ diagram. The layers, lowest first (a module may import its own layer and the one
 
     ark.atomic, ark.logs, ark.fusion,      mechanisms with no ark imports of their own;
     ark.home                               where the data lives (ARK_HOME)
+    ark.cost                               prices, ledgers, the spending cap, the forecast's arithmetic
     ark.llm, ark.data                      LLM clients; graphs and their sources
     ark.search, ark.trajectory             BM25, vectors, encoders, search modes; step records
     ark.observation, ark.retriever         observation text; what a retriever is and returns
     ark.tools, ark.baselines               the agent's tools; the baseline retrievers
     ark.prompts                            system prompts (their tool section reads the registry)
     ark.agent                              the loop and ARKRetriever
-    ark.eval                               runs, run directories, metrics, reports
+    ark.analysis                           metrics, attribution, reachability, paired statistics
+    ark.run                                the runner, run directories, records, shards, loggers, summaries
+    ark.report                             Table 1, figures, the comparison of two runs, the viewer
     ark.distill                            teacher trajectories -> student
     ark.config                             the Hydra layer: conf/ -> a checked, built run
     ark.cli, ark.__main__                  the `ark` command and the MCP server
@@ -27,13 +30,16 @@ REPO = Path(__file__).resolve().parents[1]
 ARK = REPO / "ark"
 LAYERS = [
     ("ark.atomic", "ark.logs", "ark.fusion", "ark.home"),
+    ("ark.cost",),
     ("ark.llm", "ark.data"),
     ("ark.search", "ark.trajectory"),
     ("ark.observation", "ark.retriever"),
     ("ark.tools", "ark.baselines"),
     ("ark.prompts",),
     ("ark.agent",),
-    ("ark.eval",),
+    ("ark.analysis",),
+    ("ark.run",),
+    ("ark.report",),
     ("ark.distill",),
     ("ark.config",),
     ("ark.cli", "ark.__main__"),
@@ -124,11 +130,11 @@ def test_no_modules_import_each_other_in_a_circle():
 
 def test_the_contract_sees_a_lazy_upward_import_and_a_circle(tmp_path):
     pkg = tmp_path / "ark"
-    for rel, text in {"__init__.py": "", "data/__init__.py": "", "eval/__init__.py": "",
-                      "data/graph.py": "def f():\n    from ark.eval import runner\n",
-                      "eval/runner.py": "from ark.eval.records import x\n",
-                      "eval/records.py": "import ark.eval.runner\n"}.items():
+    for rel, text in {"__init__.py": "", "data/__init__.py": "", "run/__init__.py": "",
+                      "data/graph.py": "def f():\n    from ark.run import runner\n",
+                      "run/runner.py": "from ark.run.records import x\n",
+                      "run/records.py": "import ark.run.runner\n"}.items():
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
-    assert upward_imports(tmp_path) == ["ark.data.graph imports ark.eval.runner (layer 7 > 1)"]
-    assert cycles(tmp_path) == ["ark.eval.runner -> ark.eval.records -> ark.eval.runner"]
+    assert upward_imports(tmp_path) == ["ark.data.graph imports ark.run.runner (layer 9 > 2)"]
+    assert cycles(tmp_path) == ["ark.run.runner -> ark.run.records -> ark.run.runner"]

@@ -1,4 +1,4 @@
-"""Tests for ark.llm.client / ark.llm.cache / ark.llm.pricing: the real client against tests/helpers/scripted_server.py.
+"""Tests for ark.llm.client / ark.llm.cache / ark.cost.prices: the real client against tests/helpers/scripted_server.py.
 
     .venv/bin/pytest tests/test_llm.py -q
 """
@@ -25,7 +25,7 @@ from ark.llm.client import (
     ToolCall,
 )
 from ark.llm.cache import ResponseCache, cache_key
-from ark.llm.pricing import PRICES, estimate_cost, lookup_price, resolve_price
+from ark.cost.prices import PRICES, estimate_cost, lookup_price, resolve_price
 from ark.llm.transport import TRANSPORTS, Route, env_proxy, make_transport
 from tests.helpers.scripted_server import (
     MALFORMED,

@@ -11,11 +11,12 @@ import time
 import pytest
 import wandb
 
-from ark.eval import attribution
+from ark.analysis import attribution
 
-from ark.eval import compare
+from ark.analysis import paired
 from ark.llm.client import ToolCall
-from ark.eval.logger import NullLogger, WandbLogger, read_offline_run, redact, run_tags, wandb_mode
+from ark.run.logger import NullLogger, WandbLogger, read_offline_run, redact, run_tags, wandb_mode
+from ark.run.summary import write_attribution_csv
 from ark.trajectory import Step, Trajectory
 
 
@@ -147,8 +148,8 @@ def test_offline_wandb_run_reads_back(tmp_path, monkeypatch):
     traj = Trajectory(1, 0, [], [Step(0, None, [ToolCall("c", "search_graph", "{}")], ["obs"], 0.0, 0.0, 5, 1,
                                       node_ids=[[4, 9]])], [9], "finish")
     summary["attribution"] = attribution.summarize([attribution.attribute([9, 4, 3], [traj])])
-    attribution.write_csv(run_dir / "attribution.csv", attribution.rows([attribution.attribute([9], [traj])]))
-    diffs = compare.paired_diff([1.0] * 8 + [0.0] * 2, [0.0] * 10, "hit@1")
+    write_attribution_csv(run_dir / "attribution.csv", attribution.rows([attribution.attribute([9], [traj])]))
+    diffs = paired.paired_diff([1.0] * 8 + [0.0] * 2, [0.0] * 10, "hit@1")
 
     log = WandbLogger(project="ark-test", dir=tmp_path / "wb")
     info = {"graph": "demo", "backbone": "scripted", "budget": "t20_n3", "ablation": "full", "split": "test"}
@@ -181,8 +182,8 @@ def test_offline_wandb_run_reads_back(tmp_path, monkeypatch):
     assert back["summary"]["attribution/surfaced_not_selected"] == pytest.approx(1 / 3)
     assert back["summary"]["attribution/steps_to_first_gold_mean"] == 1
     assert back["summary"]["attribution_table/nrows"] == 1          # attribution.csv as a table
-    paired = "paired/ark-gpt-4.1-t20_n3-full/hit@1"
-    assert back["summary"][f"{paired}/diff"] == pytest.approx(0.8) and back["summary"][f"{paired}/significant"]
+    key = "paired/ark-gpt-4.1-t20_n3-full/hit@1"
+    assert back["summary"][f"{key}/diff"] == pytest.approx(0.8) and back["summary"][f"{key}/significant"]
     raw = b"".join(p.read_bytes() for p in wb_dir.rglob("*") if p.is_file())
     assert b"sk-secretsecretsecret" not in raw
     # a log read while W&B is still writing it ends in a torn record: read up to it, never raise

@@ -98,7 +98,7 @@ def test_file_handlers_stay_and_get_the_same_filter(root_logger, tmp_path):
     logs.setup(verbose=False)
     assert run_log in root_logger.handlers
     logging.getLogger("httpx").info(HTTPX)
-    logging.getLogger("ark.eval.runner").warning("a query failed")
+    logging.getLogger("ark.run.runner").warning("a query failed")
     run_log.flush()
     assert (tmp_path / "run.log").read_text() == "a query failed\n"
     root_logger.removeHandler(run_log)

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from ark.cli.main import main
-from ark.data.tables import TablesSource
+from ark.data.tables.source import TablesSource
 from ark.search.bm25 import load_index
 from ark.tools import NEIGHBORS, SEARCH, ToolConfig, ToolSet
 from tests.helpers.policies import search_select_finish

@@ -1,11 +1,9 @@
-"""Hand-computed cases for ark.eval.metrics (STaRK definitions, the paper's truncated lists, bootstrap CIs)."""
+"""Hand-computed cases for ark.analysis.metrics (STaRK definitions, the paper's truncated lists, bootstrap CIs)."""
 
 import numpy as np
 import pytest
 
-from ark.eval.metrics import (CandidateSet, NaNScoreError, aggregate, authors_aggregate, authors_fuse, bootstrap_ci,
-                              authors_record_metrics, evaluate, parse_metric, scored_list, scored_list_and_scores, stark_evaluate, stark_scores,
-                              torchmetrics_semantics)
+from ark.analysis.metrics import CandidateSet, NaNScoreError, aggregate, authors_aggregate, authors_fuse, bootstrap_ci, authors_record_metrics, evaluate, parse_metric, scored_list, scored_list_and_scores, stark_evaluate, stark_scores, torchmetrics_semantics
 
 ALL = ("hit@1", "hit@5", "recall@20", "recall@2", "mrr")
 

@@ -38,7 +38,7 @@ def runs_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def diagnose_root(tmp_path_factory) -> Path:
     """reach.json folders written by the real reachability pass over the toy graph."""
-    from ark.eval import reachability as R
+    from ark.analysis import reachability as R
     from ark.data.stark import Query
     from ark.search.bm25 import BM25Index
     from ark.tools import ToolConfig, ToolSet

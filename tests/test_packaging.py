@@ -135,8 +135,10 @@ def installed(tmp_path_factory):
     site = Path(_sh([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
     shared = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
     (site / "shared-env.pth").write_text("".join(f"{d}\n" for d in shared))
-    _sh([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)])
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ARK_HOME")}
+    # without PYTHONPATH: a checkout on it (with its ark.egg-info) would count as ark installed already
+    _sh([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        env=env)
     env.update(HOME=str(tmp / "home"), XDG_CACHE_HOME=str(tmp / "xdg"), HF_HUB_OFFLINE="1", WANDB_MODE="offline")
     cwd = tmp / "elsewhere"
     cwd.mkdir()
@@ -175,7 +177,7 @@ def test_the_installed_package_finds_its_configs_from_any_directory(installed):
     _sh([ark_cmd, "run", "graph=tables", f"graph.path={KG}", "retriever=bm25", f"paths.runs={runs}", "progress=false"],
         env=env, cwd=cwd)
     run_dir = runs / "default" / "tables_kg" / "bm25_test"
-    from ark.data.tables import TablesSource
+    from ark.data.tables.source import TablesSource
 
     n_test = len(TablesSource(KG, root=cwd.parent / "checkout-data").queries().split("test"))
     assert len((run_dir / "predictions.jsonl").read_text().splitlines()) == n_test

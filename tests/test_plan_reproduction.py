@@ -1,5 +1,5 @@
 """scripts/plan_reproduction.py: the plan of the full reproduction prices a trajectory as a run's forecast
-does (`ark.eval.forecast.TokenModel`, `ark.llm.pricing`), its Table 1 row adds up by hand for a simple
+does (`ark.cost.forecast.TokenModel`, `ark.cost.prices`), its Table 1 row adds up by hand for a simple
 token profile, and its token profile is measured from ARK's own requests to the scripted server."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from ark.eval.forecast import TokenModel
-from ark.llm.pricing import PRICES
+from ark.cost.forecast import TokenModel
+from ark.cost.prices import PRICES
 from tests.helpers.paths import DEMO_ROOT, REPO
 
 

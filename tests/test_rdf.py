@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ark.data.rdf import RdfError, RdfSource, export
-from ark.data.tables import TablesSource
+from ark.data.rdf.vocabulary import RdfError
+from ark.data.rdf.source import RdfSource
+from ark.data.rdf.write import export
+from ark.data.tables.source import TablesSource
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "rdf_kg"
@@ -95,7 +97,7 @@ def test_ntriples_and_turtle_give_the_same_graph_and_queries(tmp_path):
 
 
 def test_the_cache_is_reused_until_the_file_a_setting_or_the_mapping_changes(tmp_path, monkeypatch):
-    import ark.data.rdf as rdf
+    import ark.data.rdf.source as rdf
 
     path = tmp_path / "art.ttl"
     shutil.copy(TTL, path)
@@ -233,7 +235,7 @@ def test_ark_build_search_and_neighbors_on_the_rdf_graph(tmp_path, capsys):
 
 def _run(tmp_path, *extra, path=TTL, policy=None):
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
     from tests.helpers.scripted_server import ScriptedServer
     from tests.helpers.policies import search_explore_select
 

@@ -1,4 +1,4 @@
-"""The bound over tool-call chains built from the question's words (`ark.eval.reach_bound`) on the
+"""The bound over tool-call chains built from the question's words (`ark.analysis.reach_bound`) on the
 hand-written toy graph.
 
 Worked out by hand from tests/helpers/toy_graph.py: "hERG" occurs only in KCNH2's text (node 5), so every
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from ark.eval import reach_bound as B
-from ark.eval import reachability as R
+from ark.analysis import reach_bound as B
+from ark.analysis import reachability as R
 from ark.data.stark import Query
 from ark.tools import ToolConfig, ToolSet
 from tests.helpers.toy_graph import graph, index  # noqa: F401  (shared fixtures)

@@ -1,4 +1,4 @@
-"""The reachability ceiling (`ark.eval.reachability`; the job `ark.config.jobs.diagnose` behind `ark diagnose`
+"""The reachability ceiling (`ark.analysis.reachability`; the job `ark.config.jobs.diagnose` behind `ark diagnose`
 and experiments/diagnose.py) on the hand-written toy graph.
 
 Expected levels are worked out by hand from tests/helpers/toy_graph.py: "hERG" occurs only in KCNH2's text
@@ -15,7 +15,7 @@ import pytest
 from ark.config import jobs
 from ark.config.compose import compose
 from ark.config.location import option_names
-from ark.eval import reachability as R
+from ark.analysis import reachability as R
 from ark.data.sources import GraphSource
 from ark.data.stark import Query, QuerySet
 from ark.tools import ToolConfig, ToolSet
@@ -151,7 +151,7 @@ def test_diagnose_config_composes_for_every_graph():
 
 
 def test_diagnose_runs_on_a_tables_graph(tmp_path):
-    """The hand-made tables graph (tests/data/tables_kg, ark.data.tables.TablesSource) through the same entry."""
+    """The hand-made tables graph (tests/data/tables_kg, ark.data.tables.source.TablesSource) through the same entry."""
     from hydra.utils import instantiate
 
     cfg = compose(["graph=tables", f"paths.data={tmp_path}/data", f"out_dir={tmp_path}/out",
@@ -169,7 +169,7 @@ def test_a_graph_shown_in_its_own_ids_reaches_what_its_internal_ids_reach(tmp_pa
     (the tools' default) and with internal ids gives the same rows, the one-call level included."""
     from pathlib import Path
 
-    from ark.data.tables import TablesSource
+    from ark.data.tables.source import TablesSource
     from ark.search.bm25 import load_index
 
     source = TablesSource(Path(__file__).resolve().parent / "data" / "tables_kg", root=tmp_path / "data")

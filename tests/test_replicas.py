@@ -21,7 +21,7 @@ from ark.llm.client import BackboneConfig, LLMClient, LLMTransportError
 from ark.llm.replicas import ReplicaSet
 from ark.llm.transport import Route, make_transport
 from ark.config.compose import compose
-from ark.config.run import run
+from ark.config.evaluation import run
 from tests.helpers import golden_runs
 from tests.helpers.paths import DEMO_ROOT
 from tests.helpers.scripted_server import ScriptedServer, rate_limited, server_error, text_reply

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ark.eval.table1 import build_table1, read_paper_table, write_table1
-from ark.eval.runner import RunSettings, run_queries
+from ark.report.table1 import build_table1, read_paper_table, write_table1
+from ark.run.runner import RunSettings, run_queries
 from ark.cli.main import main
 from tests.helpers.tiny_retriever import TinyRetriever, make_queries
 
@@ -130,7 +130,7 @@ def test_shrunk_table1_on_demo_with_scripted_server(tmp_path, monkeypatch):
 
 def test_a_single_run_stops_before_work_with_each_fix(tmp_path, monkeypatch):
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cfg = compose([f"paths.data={tmp_path / 'nodata'}", "graph=prime", "backbone=gpt-4.1",
@@ -146,8 +146,8 @@ def test_a_single_run_stops_before_work_with_each_fix(tmp_path, monkeypatch):
 def test_table1_reports_each_run_under_both_protocols(tmp_path):
     """Every run's row as it was scored, then the authors' protocol rescored from its records (no LLM):
     the agents' lists fused by votes, ties by first index, uncut, failed queries left out."""
-    from ark.eval.metrics import authors_aggregate, authors_record_metrics
-    from ark.eval.rundir import RunDir
+    from ark.analysis.metrics import authors_aggregate, authors_record_metrics
+    from ark.run.rundir import RunDir
 
     runs = tmp_path / "runs"
     for g in ("amazon", "mag", "prime"):

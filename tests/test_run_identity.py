@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from ark.config.compose import compose
+from ark.config.evaluation import run
 from ark.config.identity import add_data_identity, check_same_run
-from ark.config.run import run
 from tests.helpers.paths import DEMO_ROOT
 
 REPO = Path(__file__).resolve().parents[1]

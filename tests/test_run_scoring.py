@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from ark.config.compose import compose
-from ark.config.run import run
-from ark.config.settings import setting_problems
-from ark.eval.metrics import authors_fuse, authors_record_metrics, stark_evaluate, stark_scores
-from ark.eval.records import load_predictions
-from ark.eval.runner import RunSettings, run_queries
+from ark.config.evaluation import run
+from ark.config.checks import setting_problems
+from ark.analysis.metrics import authors_fuse, authors_record_metrics, stark_evaluate, stark_scores
+from ark.run.records import load_predictions
+from ark.run.runner import RunSettings, run_queries
 from ark.retriever import Retrieval
 from tests.helpers.paths import DEMO_ROOT
 from tests.helpers.tiny_retriever import Q, TinyRetriever, make_queries

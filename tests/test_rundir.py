@@ -1,4 +1,4 @@
-"""The run-directory reader (ark/eval/rundir.py) on directories the runner writes: identity, records,
+"""The run-directory reader (ark/run/rundir.py) on directories the runner writes: identity, records,
 trajectories, shards, a torn last line."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ark import atomic
-from ark.eval import runner, shards
-from ark.eval.rundir import RunDir, find_run_dirs
+from ark.run import runner, shards
+from ark.run.rundir import RunDir, find_run_dirs
 from tests.helpers.tiny_retriever import TinyRetriever, make_queries
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from ark import atomic
-from ark.eval import runner
-from ark.eval.metrics import evaluate
-from ark.eval import shards
-from ark.eval.records import load_predictions
-from ark.eval.runner import RunSettings, run_queries
-from ark.eval.shards import merge, parse_shard, select_queries
-from ark.eval.summary import summarize
+from ark.run import runner
+from ark.analysis.metrics import evaluate
+from ark.run import shards
+from ark.run.records import load_predictions
+from ark.run.runner import RunSettings, run_queries
+from ark.run.shards import merge, parse_shard, select_queries
+from ark.run.summary import summarize
 from tests.helpers.paths import DEMO_ROOT, REPO
 from tests.helpers.policies import search_select_finish
 from tests.helpers.tiny_retriever import Q, Result, TinyRetriever, expected_ranking, make_queries
@@ -163,7 +163,7 @@ KILL_SCRIPT = """
 import sys
 from pathlib import Path
 from tests.helpers.tiny_retriever import TinyRetriever, make_queries
-from ark.eval.runner import RunSettings, run_queries
+from ark.run.runner import RunSettings, run_queries
 out, log = sys.argv[1], sys.argv[2]
 run_queries(TinyRetriever(delay=0.01, log_path=log, hang_from=40), make_queries(80),
             RunSettings(out_dir=Path(out), concurrency=4, progress=False, n_boot=50))
@@ -203,7 +203,7 @@ def test_resume_after_kill_9(tmp_path):
 # --- the real pieces: demo graph, ARK agent, scripted OpenAI-compatible server -------------------
 def test_run_resumes_without_repeating_llm_calls(tmp_path, scripted, demo_root):
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     server = scripted
     overrides = ["graph=demo", "backbone=scripted", f"backbone.base_url={server.base_url}", "limit=6",
@@ -263,13 +263,13 @@ def test_lines_that_are_not_records_are_skipped_and_recomputed(tmp_path, caplog)
     keep = [ln for ln in lines if json.loads(ln)["query_id"] not in (2, 4)]
     pred.write_text("\n".join(["null", *keep, '{"status": "ok"}', '[1, 2]', '{"query_id": 4, "status": 7}']) + "\n")
     r = TinyRetriever()
-    with caplog.at_level("WARNING", logger="ark.eval.records"):
+    with caplog.at_level("WARNING", logger="ark.run.records"):
         summary = run_queries(r, qs, s)
     assert sorted(r.calls) == [2, 4] and summary["complete"] and summary["n_ok"] == 6
     assert sum("is not a query record" in m for m in caplog.messages) >= 4
 
 
-# --- settings, run identity, one writer per directory (ark.config.run; experiments/run.py) ---------
+# --- settings, run identity, one writer per directory (ark.config.evaluation; experiments/run.py) ---------
 def _entry(args: list[str], cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0"}
     return subprocess.Popen([sys.executable, str(REPO / "experiments" / "run.py"), *args], cwd=cwd, env=env,
@@ -347,7 +347,7 @@ def test_a_run_made_before_the_library_layout_resumes(tmp_path):
     "backbone._target_": "ark.llm.BackboneConfig", before ark/ had subpackages): the same command
     resumes it; a changed setting is still refused, and the refusal never names a _target_."""
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
     from tests.helpers.scripted_server import ScriptedServer
 
     with ScriptedServer(responder=search_select_finish) as server:
@@ -374,7 +374,7 @@ def test_a_run_made_before_the_library_layout_resumes(tmp_path):
 
 
 def test_a_directory_holds_one_identity_and_one_writer(tmp_path):
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     first = run(_bm25_cfg(tmp_path))
     out = tmp_path / "default" / "demo" / "bm25_test_limit3"
@@ -386,7 +386,7 @@ def test_a_directory_holds_one_identity_and_one_writer(tmp_path):
         run(_bm25_cfg(tmp_path, "seed=1"))
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
     # a second writer while the first holds the directory
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; from ark.eval.rundir import run_lock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from ark.run.rundir import run_lock\n"
                                f"with run_lock({str(out)!r}):\n print('held', flush=True); sys.stdin.read()"],
                               cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -443,7 +443,7 @@ def _ark_cfg(tmp_path, server, *extra):
 
 def test_one_failed_agent_degrades_its_query_and_the_rerun_retries_only_it(tmp_path):
     """Agent 1 of every query selects nodes, then its last call fails (HTTP 500, no retries left)."""
-    from ark.config.run import run
+    from ark.config.evaluation import run
     from tests.helpers.scripted_server import ScriptedServer, server_error
 
     broken = {"on": True}
@@ -483,7 +483,7 @@ def test_one_failed_agent_degrades_its_query_and_the_rerun_retries_only_it(tmp_p
 
 
 def test_a_deleted_trajectory_file_is_rebuilt_from_the_cache(tmp_path, caplog):
-    from ark.config.run import run
+    from ark.config.evaluation import run
     from tests.helpers.scripted_server import ScriptedServer
 
     with ScriptedServer(responder=search_select_then_finish) as server:
@@ -495,7 +495,7 @@ def test_a_deleted_trajectory_file_is_rebuilt_from_the_cache(tmp_path, caplog):
         path = out / victim["trajectory_file"]
         before = json.loads(path.read_text())
         path.unlink()
-        with caplog.at_level("WARNING", logger="ark.eval.runner"):
+        with caplog.at_level("WARNING", logger="ark.run.runner"):
             again = run(cfg)
         assert "1 finished queries lack their trajectory file" in " ".join(caplog.messages)
         assert again["this_run"]["computed"] == 1 and again["this_run"]["trajectories_rebuilt"] == 1

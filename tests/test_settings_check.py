@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ark.config.checks import setting_problems
 from ark.config.compose import compose
-from ark.config.settings import setting_problems
 from tests.helpers.paths import DEMO_ROOT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def test_a_malformed_base_url_is_a_bad_setting():
 
 
 def test_an_unreachable_server_stops_the_run_before_anything_is_written(tmp_path):
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     url = f"http://127.0.0.1:{closed_port()}/v1"
     cfg = compose(["graph=tables", f"graph.path={KG}", "backbone=scripted", f"backbone.base_url={url}",

@@ -1,4 +1,4 @@
-"""Sharded runs without hand-merging (`ark.eval.shards`, `ark.config.callbacks`) and the LLM cache
+"""Sharded runs without hand-merging (`ark.run.shards`, `ark.config.callbacks`) and the LLM cache
 pieces they stand on (`ark.llm.cache.merge`, a cache's read-only ``fallback``), on the demo graph with the
 scripted server. The same on a real SLURM cluster: tests/slurm/."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ark.eval import shards
+from ark.run import shards
 from ark.llm.cache import ResponseCache, cache_key, merge
 from ark.config.compose import compose
-from ark.config.run import run
+from ark.config.evaluation import run
 from tests.helpers import golden_runs
 from tests.helpers.paths import DEMO_ROOT, REPO
 

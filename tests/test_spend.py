@@ -3,7 +3,7 @@ forecast and its pilot (whose replies the real run does not pay for again), the 
 without a terminal, the spending cap (a run stopped at the cap, resumed with a higher one, no reply paid
 twice, the totals adding up), and the recorded model the provider answered with.
 
-The backbone is the real ``gpt-4.1`` config (provider openai, priced by ark/llm/pricing.py) sent to the
+The backbone is the real ``gpt-4.1`` config (provider openai, priced by ark/cost/prices.py) sent to the
 scripted server; its replies follow `tests.helpers.policies.ark_like` with realistic token counts."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 
 from ark.cli.main import main
 from ark.config.compose import compose
-from ark.config.run import run
-from ark.eval.rundir import RunDir
-from ark.llm.budget import RUN_LEDGER, Ledger
-from ark.llm.pricing import PRICES
+from ark.config.evaluation import run
+from ark.cost.ledger import RUN_LEDGER, Ledger
+from ark.cost.prices import PRICES
+from ark.run.rundir import RunDir
 from tests.helpers.paths import DEMO_ROOT
 from tests.helpers.policies import ark_like
 from tests.helpers.scripted_server import ScriptedServer
@@ -63,7 +63,7 @@ def test_estimate_pilots_then_the_run_pays_no_call_twice(server, tmp_path, capsy
     (f,) = est["estimate"]
     assert (f["queries"], f["replayed"], f["to_pay"], f["rests_on"], f["basis"]) == (12, 4, 8, 4, "measured")
     assert 0 < f["low"] <= f["usd"] <= f["high"]
-    assert "forecast (US$ at ark/llm/pricing.py's prices of" in printed and "4 queries" in printed
+    assert "forecast (US$ at ark/cost/prices.py's prices of" in printed and "4 queries" in printed
     pilot_requests = {_digest(r) for r in server.requests}
 
     before = len(server.requests)
@@ -130,13 +130,13 @@ def test_the_cap_stops_a_run_a_higher_cap_resumes_it_and_nothing_is_paid_twice(s
 
 
 def test_a_paid_model_without_a_price_is_refused_unless_its_price_is_set(tmp_path, capsys, monkeypatch):
-    from ark.config.settings import setting_problems
+    from ark.config.checks import setting_problems
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
     unpriced = ["graph=demo", f"paths.data={DEMO_ROOT}", "backbone=gpt-4.1", "backbone.model=gpt-5-2025-08-07"]
     assert main(["run", *unpriced, f"paths.runs={tmp_path / 'runs'}"]) == 2
     err = capsys.readouterr().err
-    assert err == ("ark run: error: bad setting backbone.model='gpt-5-2025-08-07': ark/llm/pricing.py (prices of "
+    assert err == ("ark run: error: bad setting backbone.model='gpt-5-2025-08-07': ark/cost/prices.py (prices of "
                    "2025-04-14) has no price for it, and a paid run needs one: set backbone.price.input_per_m=... "
                    "backbone.price.output_per_m=... (US$ per 1M tokens)\n")
     assert not (tmp_path / "runs").exists()
@@ -170,9 +170,9 @@ def test_without_a_measurement_the_bar_names_the_worst_case(server, tmp_path, ca
 
 
 def test_a_sweep_points_bar_shows_the_sweeps_spend_so_far_over_its_cap(tmp_path):
-    from ark.eval.settings import RunSettings
-    from ark.eval.spend import bar_fields
-    from ark.llm.budget import Budget
+    from ark.cost.cap import Budget
+    from ark.run.settings import RunSettings
+    from ark.run.spending import bar_fields
 
     sweep = Ledger(tmp_path / "sweep.jsonl")
     sweep.add(1.25, run="demo/other-point")                  # what another point of the sweep paid

@@ -17,8 +17,8 @@ import pytest
 from ark.cli.main import main
 from ark.config.compose import compose
 from ark.config.sweep import clashing_keys, suffix_for
-from ark.eval.rundir import RunDir
-from ark.llm.budget import Ledger
+from ark.cost.ledger import Ledger
+from ark.run.rundir import RunDir
 from tests.helpers.paths import DEMO_ROOT
 from tests.helpers.policies import ark_like
 from tests.helpers.scripted_server import ScriptedServer

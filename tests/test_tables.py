@@ -1,5 +1,5 @@
 """The tables format: the hand-made graph under tests/data/tables_kg, the export round trip, one-line
-errors naming file, row and column, the cache, and a whole run through ark.config.run (as experiments/run.py runs it)."""
+errors naming file, row and column, the cache, and a whole run through ark.config.evaluation (as experiments/run.py runs it)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import pandas as pd
 import pytest
 
 from ark.data.sources import DemoSource
-from ark.data.tables import TablesError, TablesSource, export
+from ark.data.tables.format import TablesError
+from ark.data.tables.source import TablesSource
+from ark.data.tables.write import export
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "tables_kg"
@@ -344,7 +346,7 @@ def test_to_pyg_has_typed_node_and_edge_stores(kg, tmp_path):
 # --- a whole run on the tables graph -------------------------------------------------------------
 def test_run_on_the_tables_graph_end_to_end(tmp_path):
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
     from tests.helpers.scripted_server import ScriptedServer
     from tests.helpers.policies import search_select_finish
 
@@ -363,7 +365,7 @@ def test_run_on_the_tables_graph_end_to_end(tmp_path):
     assert q1["gold_external"] == ["P1"] and q1["ranking_external"][0] == "P1"    # BM25 finds it first
     assert summary["metrics"]["hit@1"]["mean"] > 0
     assert (out / "trajectories" / "q1.json").exists()
-    from ark.eval.viewer import build_view, render_html
+    from ark.report.viewer import build_view, render_html
 
     view = {q["query_id"]: q for q in build_view(out)["queries"]}       # the viewer names the external ids
     assert set(view) == {"q1", "q2", "q3", "q4", "q8"}

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ark.data.tables import TablesError, TablesSource
+from ark.data.tables.format import TablesError
+from ark.data.tables.source import TablesSource
 
 REPO = Path(__file__).resolve().parents[1]
 KG = REPO / "tests" / "data" / "tables_kg"
@@ -223,7 +224,7 @@ def readme_block(start: str) -> str:
 def test_the_readme_builds_a_graph_from_pandas(tmp_path, monkeypatch, capsys):
     from ark.cli.main import main
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     monkeypatch.chdir(tmp_path)
     exec(compile(readme_block("from pathlib import Path\n\nimport pandas as pd\n"), "docs/own-graph.md", "exec"), {})

@@ -21,8 +21,8 @@ from ark.tools import registry as tool_registry
 from ark.agent import Agent, ARKRetriever, AgentConfig
 from ark.llm.client import BackboneConfig, LLMClient
 from ark.prompts import system_prompt
-from ark.eval.runner import RunSettings, run_queries
-from ark.eval import figures
+from ark.run.runner import RunSettings, run_queries
+from ark.report import figures
 from ark.tools import AnswerState, Param, Tool, ToolConfig, ToolResult, ToolSet
 from tests.helpers.scripted_server import ScriptedServer, tool_reply
 from tests.helpers.toy_graph import graph, index  # graph, index: shared fixtures

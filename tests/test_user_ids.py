@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ark.agent import Agent, AgentConfig, ARKRetriever
-from ark.data.tables import TablesSource
+from ark.data.tables.source import TablesSource
 from ark.llm.client import BackboneConfig, LLMClient
 from ark.search.bm25 import load_index
 from ark.tools import NEIGHBORS, SEARCH, NodeIds, ToolConfig, ToolSet
@@ -128,9 +128,9 @@ def test_constrain_ids_lists_the_shown_ids_as_the_graph_writes_them(kg):
 
 
 def test_the_switch_is_part_of_a_runs_identity_where_it_changes_what_the_agent_reads(tmp_path):
+    from ark.config.checks import setting_problems
     from ark.config.compose import compose
     from ark.config.identity import check_same_run, fingerprint, run_identity, run_info
-    from ark.config.settings import setting_problems
 
     def info(*overrides):
         cfg = compose(list(overrides))

@@ -1,4 +1,4 @@
-"""Trajectory viewer (ark.eval.viewer, `ark viewer`): its data and its self-containment. The page itself,
+"""Trajectory viewer (ark.report.viewer, `ark viewer`): its data and its self-containment. The page itself,
 opened in headless Chromium, is tests/browser/test_viewer_in_chromium.py (`make test-browser`)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ark.eval import viewer as V
+from ark.report import viewer as V
 
 try:
     from tests.helpers.fixtures_runs import QuerySpec, make_config, write_run
@@ -88,7 +88,7 @@ def test_ark_viewer_writes_the_page_and_names_a_bad_value(run, tmp_path, capsys)
 
 
 def test_viewer_reads_real_runner_output(tmp_path):
-    """Trajectories written by ark.eval.runner from real ark.trajectory.Trajectory records."""
+    """Trajectories written by ark.run.runner from real ark.trajectory.Trajectory records."""
     try:
         from tests.helpers.fixtures_runs import real_run
     except ImportError:
@@ -112,7 +112,7 @@ def tables_run(tmp_path) -> Path:
     """A run by the real runner on the hand-made tables graph (scripted backbone, its first query: gold P1),
     whose observations show the graph's own ids."""
     from ark.config.compose import compose
-    from ark.config.run import run as run_config
+    from ark.config.evaluation import run as run_config
     from tests.helpers.policies import search_select_finish
     from tests.helpers.scripted_server import ScriptedServer
 

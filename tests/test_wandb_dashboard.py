@@ -1,5 +1,5 @@
 """scripts/wandb_dashboard.py: every panel plots a key that a real run logs, and the view selects runs the
-way the logger files them. The runs come from the real runner and ark.eval.logger writing an offline W&B run
+way the logger files them. The runs come from the real runner and ark.run.logger writing an offline W&B run
 (no network); only `Workspace.save`, the call to W&B's servers, is scripted here.
 """
 from __future__ import annotations
@@ -14,11 +14,12 @@ import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 from omegaconf import OmegaConf
 
-from ark.eval import runner
-from ark.eval.logger import WandbLogger, read_offline_run
+from ark.run import runner
+from ark.run.logger import WandbLogger, read_offline_run
 from ark.config.compose import compose
 from ark.config.identity import run_info
-from ark.llm.budget import RUN_LEDGER, Budget, Ledger
+from ark.cost.ledger import RUN_LEDGER, Ledger
+from ark.cost.cap import Budget
 from tests.helpers.fixtures_runs import QuerySpec, _run_stand_in
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,7 +41,7 @@ def _plotted(workspace) -> set[str]:
 
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory) -> dict:
-    """An offline W&B run written by the runner through ark.eval.logger, as experiments/run.py starts it."""
+    """An offline W&B run written by the runner through ark.run.logger, as experiments/run.py starts it."""
     tmp = tmp_path_factory.mktemp("wb")
     mp = pytest.MonkeyPatch()
     mp.delenv("WANDB_API_KEY", raising=False)

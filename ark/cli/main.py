@@ -18,7 +18,7 @@
     ark viewer RUN --out viewer.html             # an HTML trajectory viewer
     ark --version
 
-One module per group of verbs (`ark.cli.graph`: download, build, export; `ark.cli.tools`: search,
+One module per group of verbs (`ark.cli.graphs`: download, build, export; `ark.cli.tools`: search,
 neighbors, mcp; `ark.cli.llm`: ask, serve; `ark.cli.runs`: run, merge, diagnose; `ark.cli.reports`:
 compare, attribute, table1, figures, viewer). One name per setting across them: ``--root`` is the
 data root (STaRK under ``<root>/stark``, caches under ``<root>/cache``; default ARK_HOME, `ark.home`), ``--t-max`` and ``--n-agents``
@@ -39,10 +39,10 @@ from collections.abc import Sequence
 
 import ark
 from ark import logs
-from ark.cli import graph, llm, reports, runs, tools
+from ark.cli import graphs, llm, reports, runs, tools
 from ark.cli.common import CLIError, Parser
 
-GROUPS = (graph, tools, llm, runs, reports)
+GROUPS = (graphs, tools, llm, runs, reports)
 
 
 def build_parser() -> argparse.ArgumentParser:

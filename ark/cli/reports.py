@@ -27,17 +27,20 @@ PAPER = Path(__file__).resolve().parents[2] / "results" / "paper"   # the paper'
 
 
 def cmd_compare(args) -> int:
-    from ark.eval import compare
+    from ark.analysis import paired
+    from ark.report import comparison
 
-    diffs = compare.compare_runs(args.run, args.reference, args.metrics or compare.METRICS, args.include_failed,
+    diffs = comparison.compare_runs(args.run, args.reference, args.metrics or paired.METRICS, args.include_failed,
                                  args.n_boot, test=args.test, alpha=args.alpha)
     print(f"{args.run}\n  minus {args.reference}  ({args.test}; * p < {args.alpha}; values in %)")
-    print(compare.format_table(diffs))
+    print(paired.format_table(diffs))
     return 0
 
 
 def cmd_attribute(args) -> int:
-    from ark.eval import attribution, rundir
+    from ark.analysis import attribution
+    from ark.run import rundir
+    from ark.run.summary import write_attribution
 
     dirs = rundir.find_run_dirs(args.runs)
     if not dirs:
@@ -45,13 +48,13 @@ def cmd_attribute(args) -> int:
                                 f"{', '.join(str(p) for p in args.runs)}")
     for d in dirs:
         print(d)
-        print(attribution.format_summary(attribution.write(d, args.top)))
+        print(attribution.format_summary(write_attribution(d, args.top)))
     return 0
 
 
 def build_table1(runs: Path, experiment: str, paper: Path, out: Path) -> list[Path]:
     """Write Table 1 of ``runs/experiment`` to ``out``; returns the paths."""
-    from ark.eval.table1 import build_table1 as build, write_table1
+    from ark.report.table1 import build_table1 as build, write_table1
 
     table = build(runs, experiment, paper)
     paths = write_table1(table, out)
@@ -92,14 +95,14 @@ def cmd_figures(args) -> int:
 
     matplotlib.use("Agg")
     from ark.config.options import ablation_labels
-    from ark.eval.figures import make_all
+    from ark.report.figures import make_all
 
     make_all(args.run_dirs, args.out, args.paper_dir, ablations=ablation_labels())
     return 0
 
 
 def cmd_viewer(args) -> int:
-    from ark.eval.viewer import write_viewer
+    from ark.report.viewer import write_viewer
 
     path = write_viewer(args.run_dir, args.out, args.limit, args.max_observation_chars)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
@@ -110,7 +113,7 @@ def register(sub) -> None:
     p = add_verb(sub, "compare", cmd_compare, help="paired comparison of two runs over the same queries",
                  description="Per metric, RUN minus REFERENCE over their common queries: the mean "
                              "difference, a paired bootstrap 95% interval and a paired test "
-                             "(ark.eval.compare).")
+                             "(ark.analysis.paired).")
     p.add_argument("run", type=Path)
     p.add_argument("reference", type=Path)
     p.add_argument("--metrics", nargs="+", default=None, help="metrics (default: hit@1 hit@5 recall@20 mrr)")
@@ -122,7 +125,7 @@ def register(sub) -> None:
     p = add_verb(sub, "attribute", cmd_attribute, help="failure attribution of run directories, no LLM",
                  description="Per query and gold node: where it was first shown, whether an agent "
                              "selected it, its fused position and whether the cut lost it; written to "
-                             "attribution.csv and metrics.json['attribution'] (ark.eval.attribution).")
+                             "attribution.csv and metrics.json['attribution'] (ark.analysis.attribution).")
     p.add_argument("runs", nargs="+", type=Path, help="run directories or folders holding them")
     p.add_argument("--top", type=positive("--top"), default=20, help="the cut (default: 20, as R@20)")
 
@@ -140,7 +143,7 @@ def register(sub) -> None:
 
     p = add_verb(sub, "figures", cmd_figures, help="the paper's figures and tables from run directories",
                  description="Figures 2-5, Table 2, the backbone table and the failure attribution, from "
-                             "run directories alone (ark.eval.figures); those the runs cannot support are "
+                             "run directories alone (ark.report.figures); those the runs cannot support are "
                              "skipped with the reason.")
     p.add_argument("run_dirs", nargs="+", type=Path, help="run dirs or folders holding them")
     p.add_argument("--out", type=Path, default=Path("results/figures"), help="output folder (default: results/figures)")
@@ -148,7 +151,7 @@ def register(sub) -> None:
 
     p = add_verb(sub, "viewer", cmd_viewer, help="a self-contained HTML trajectory viewer for one run",
                  description="Every query with status, metrics and where each gold node was found or "
-                             "lost; each agent's steps with gold ids highlighted (ark.eval.viewer).")
+                             "lost; each agent's steps with gold ids highlighted (ark.report.viewer).")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--out", type=Path, default=Path("viewer.html"), help="the page to write (default: viewer.html)")
     p.add_argument("--limit", type=positive("--limit"), default=None, help="first N queries only")

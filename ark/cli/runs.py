@@ -7,7 +7,7 @@
 
 ``run`` and ``diagnose`` take the overrides of ``conf/config.yaml`` and ``conf/diagnose.yaml``: composed
 with `ark.config.compose.compose` and run by the same library calls as the Hydra scripts
-(`ark.config.run.run`, `ark.config.jobs.diagnose`); with ``-m`` every point of the sweep is composed
+(`ark.config.evaluation.run`, `ark.config.jobs.diagnose`); with ``-m`` every point of the sweep is composed
 first (a bad option is one line before any job starts), then the arguments go to Hydra itself
 (`ark.config.app.launch`: sweeps, launchers), as ``python experiments/run.py -m`` would take them.
 """
@@ -39,12 +39,12 @@ def _sweep(task, config_name: str, overrides, job_name: str) -> None:
 
 
 def cmd_run(args) -> int:
-    from ark.config import run as runs
+    from ark.config import evaluation
 
     if args.multirun:
-        _sweep(runs.job, "config", args.overrides, "run")
+        _sweep(evaluation.job, "config", args.overrides, "run")
     else:
-        runs.run(_compose(args.overrides))
+        evaluation.run(_compose(args.overrides))
     return 0
 
 
@@ -59,7 +59,7 @@ def cmd_diagnose(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    from ark.eval import shards
+    from ark.run import shards
 
     try:
         summary = shards.merge_run(args.run_dir, args.shards)

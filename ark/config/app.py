@@ -1,7 +1,7 @@
 """Hydra's own command line for a task, callable with an argument list: what ``@hydra.main`` does.
 
     from ark.config.app import launch
-    from ark.config.run import job
+    from ark.config.evaluation import job
     launch(job, "config", ["-m", "experiment=ablation", "graph=demo"])   # = python experiments/run.py -m ...
 
 `launch` hands the arguments to Hydra exactly as a decorated script's command line (``-m`` sweeps,
@@ -17,7 +17,7 @@ forecast, confirmation, ledger), so ``python experiments/run.py -m ...`` is the 
 launches. For a single run it also notes which directories of the run's ``out_dir`` do not exist yet
 (`ark.config.job_dirs`): Hydra makes its run directory before the job starts, so a job that stops before its
 run began (a bad setting, a missing file, a refused directory) removes exactly what Hydra made for it,
-wherever ``out_dir=`` points (`ark.config.run.job`).
+wherever ``out_dir=`` points (`ark.config.evaluation.job`).
 """
 
 from __future__ import annotations

@@ -5,12 +5,12 @@ itself when its last shard finishes, whatever launched the shards.
 
 - ``on_job_end`` runs in each job (on the node it ran on, for a SLURM job): when the job was shard
   i/n of a run and every one of the n shards is now complete, it merges them into the run directory
-  (`ark.eval.shards.merge_run`; two shards finishing together take turns on the run's lock, and
+  (`ark.run.shards.merge_run`; two shards finishing together take turns on the run's lock, and
   the second finds the merge current). A shard with failed, degraded or missing queries merges
   nothing: rerun the same command, which resumes it, and the merge follows.
 - ``on_multirun_end`` runs once, in the process that launched the sweep, after every job returned:
   it copies the LLM cache of each shard of the sweep's merged runs into the run's ``paths.llm_cache``
-  and removes it (`ark.eval.shards.merge_llm_caches`), one process writing that file.
+  and removes it (`ark.run.shards.merge_llm_caches`), one process writing that file.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class MergeShards(Callback):
         shard = config.get("shard")
         if not shard or job_return.status != JobStatus.COMPLETED:
             return
-        from ark.eval import shards
+        from ark.run import shards
 
         _, n = shards.parse_shard(str(shard))
         out = Path(config.out_dir)
@@ -48,7 +48,7 @@ class MergeShards(Callback):
         log.info("%s: merged its %d shards (%d/%d ok, %s)", out, n, summary["n_ok"], summary["n"], summary["status"])
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from ark.eval import shards
+        from ark.run import shards
 
         sweep = Path(config.hydra.sweep.dir)
         runs = {(c.parent.parent.parent, int(c.parent.name.split("-of-")[1]))

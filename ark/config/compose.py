@@ -21,8 +21,8 @@ from ark.config.location import conf_dir
 
 def _tables_name(path) -> str:
     """``${tables_name:<path>}`` in ``conf/graph/tables.yaml``: the folder's own name for its graph
-    (`ark.data.tables.default_name`: ``graph.json``'s ``name``, else the folder's)."""
-    from ark.data.tables import default_name
+    (`ark.data.tables.read.default_name`: ``graph.json``'s ``name``, else the folder's)."""
+    from ark.data.tables.read import default_name
 
     return default_name(None if path is None else str(path))
 

@@ -40,8 +40,8 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ark.config.settings import agent_options, uses_encoder, uses_search
-from ark.eval.logger import redact
+from ark.config.checks import agent_options, uses_encoder, uses_search
+from ark.run.logger import redact
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progr
                 "budget.agent.concurrency", "search.run_suffix", "search.setup.encoder",
                 "search.setup.build_embeddings", "encoder.encoder.models_dir", "encoder.encoder.cache",
                 "encoder.encoder.batch_size", "encoder.encoder.threads",
-                # spending: how much may be spent and how fast, never what a reply says (ark.config.spend)
+                # spending: how much may be spent and how fast, never what a reply says (ark.config.plan)
                 "estimate", "estimate_queries", "confirm_usd", "yes", "max_cost_usd", "sweep_ledger",
                 "run_dir_suffix", "backbone.rpm", "backbone.tpm", "backbone.price")
 ARK_ONLY = ("backbone", "budget", "ablation")
@@ -249,7 +249,7 @@ def holds_results(out: Path) -> bool:
     """Whether the run directory ``out`` (or one of its shards) holds a finished query: a record "ok" or
     "degraded". A directory without one (a run that stopped before its first query, or whose every
     query failed) holds nothing a command could lose, and never blocks one."""
-    from ark.eval.rundir import PREDICTIONS, SHARDS, read_predictions
+    from ark.run.rundir import PREDICTIONS, SHARDS, read_predictions
 
     out = Path(out)
     for d in [out, *sorted((out / SHARDS).glob("*"))]:
@@ -288,7 +288,7 @@ def stale_records(out: Path, graph, queries) -> str | None:
     fit ``graph`` and ``queries`` (the run's selection) now, or None when they do: every record's gold
     equals its query's gold, and where it names nodes by the graph's own ids (``ranking_external``,
     ``gold_external``) the node ids still name those nodes."""
-    from ark.eval.rundir import PREDICTIONS, SHARDS, key, read_predictions
+    from ark.run.rundir import PREDICTIONS, SHARDS, key, read_predictions
 
     by_id = {key(q.id): q for q in queries}
     ext = graph.external_id if graph.has_external_ids else None

@@ -3,7 +3,7 @@
 Hydra makes its run directory (``hydra.run.dir``, the run's ``out_dir``) before the job starts. The
 command line (`ark.config.app.command_line`) notes which directories on the way to ``out_dir`` do not
 exist yet (`note_before_job`); a job that stops before its run began removes exactly those
-(`made_by_hydra`, `ark.config.run.job`), wherever ``out_dir=`` points, and never a folder that was there.
+(`made_by_hydra`, `ark.config.evaluation.job`), wherever ``out_dir=`` points, and never a folder that was there.
 
     note_before_job(Path(cfg.out_dir))          # before Hydra's job starts
     seen, made = made_by_hydra(job_dir)         # in the job: (noted?, the highest directory Hydra made)

@@ -8,7 +8,7 @@
     jobs.distill(compose(["experiment=distill", "graph=prime"]))       # experiments/distill.py
 
 - `embed`: the node-embedding cache a dense or hybrid run reads (`ark.search.embeddings.node_embeddings`);
-- `diagnose`: the reachability ceiling of a query set, no LLM (`ark.eval.reachability`), written to
+- `diagnose`: the reachability ceiling of a query set, no LLM (`ark.analysis.reachability`), written to
   ``out_dir`` (conf/diagnose.yaml);
 - `collect`: teacher trajectories for distillation (`ark.distill.collect`), conf/experiment/collect.yaml;
 - `distill`: LoRA SFT of a student on them (`ark.distill.pipeline`), conf/experiment/distill.yaml.
@@ -38,8 +38,8 @@ def embed(cfg: DictConfig):
 
 
 def reach_settings(cfg: DictConfig):
-    """The `ark.eval.reachability.ReachSettings` of a composed conf/diagnose.yaml (its ``reach`` block)."""
-    from ark.eval.reachability import ReachSettings
+    """The `ark.analysis.reachability.ReachSettings` of a composed conf/diagnose.yaml (its ``reach`` block)."""
+    from ark.analysis.reachability import ReachSettings
 
     r = cfg.reach
     return ReachSettings(ks=tuple(r.ks), neighbors_k=int(r.neighbors_k), filters=tuple(r.filters))
@@ -48,8 +48,8 @@ def reach_settings(cfg: DictConfig):
 def diagnose(cfg: DictConfig) -> dict:
     """Measure the reachability ceiling for a composed conf/diagnose.yaml; returns the summary (also
     written to ``out_dir``)."""
-    from ark.eval import reachability as R
-    from ark.eval.shards import select_queries
+    from ark.analysis import reachability as R
+    from ark.run.shards import select_queries
 
     settings = reach_settings(cfg)  # bad values fail here, before the graph loads
     source = instantiate(cfg.graph)

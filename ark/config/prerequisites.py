@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from ark.config.settings import uses_encoder, uses_search
+from ark.config.checks import uses_encoder, uses_search
 
 KEY_PROVIDERS = ("openai", "azure")
 

@@ -21,7 +21,7 @@ def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index
     own cache folder; built in memory for a graph without one), tool set, LLM client (with response cache).
     ``search``: an `ark.search.modes.SearchSetup` (conf/search/); None is the paper's lexical search (node
     embeddings, for dense or hybrid, are cached beside the BM25 index). ``budget``: the
-    `ark.llm.budget.Budget` the LLM client spends under (a paid run's cap and ledgers)."""
+    `ark.cost.cap.Budget` the LLM client spends under (a paid run's cap and ledgers)."""
     from ark.agent import ARKRetriever
     from ark.llm.client import LLMClient
     from ark.search.bm25 import load_index

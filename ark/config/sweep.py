@@ -11,7 +11,7 @@ forecast and confirmation of its paid points, and the sweep's ledger.
   ``..._test_seed0``, ``..._test_seed1``). A sweep whose points already have directories of their own,
   and a plain run, keep today's names;
 - with paid points (or ``estimate=true``) each point's settings and prerequisites are checked, the
-  forecast printed per point and in total (`ark.config.spend`), and a sweep whose spend at risk exceeds
+  forecast printed per point and in total (`ark.config.plan`), and a sweep whose spend at risk exceeds
   ``confirm_usd`` confirmed once, for all its points (``yes=true`` is then handed to them);
   ``estimate=true`` stops there (nothing is launched);
 - the sweep's ledger (``<sweep dir>/.sweeps/<digest of its run directories>.jsonl``, beside its plan:
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ark import atomic
-from ark.config import spend
+from ark.config import plan
 from ark.config.compose import compose, sweep_points
 
 SUFFIX_KEY = "run_dir_suffix"
@@ -91,7 +91,7 @@ def ledger_path(cfgs: Sequence) -> Path:
 
 def prepare(overrides: Sequence[str], config_name: str = "config", run=None) -> list[str] | None:
     """The overrides to launch the sweep ``overrides`` with (see the module doc); None when nothing is to
-    be launched (``estimate=true``). ``run``: the run of a pilot (`ark.config.run.run`)."""
+    be launched (``estimate=true``). ``run``: the run of a pilot (`ark.config.evaluation.run`)."""
     overrides = list(overrides)
     points = sweep_points(overrides, config_name)
     cfgs = [compose(p, config_name) for p in points]
@@ -103,26 +103,26 @@ def prepare(overrides: Sequence[str], config_name: str = "config", run=None) -> 
         extra.append(f"{SUFFIX_KEY}='{suffix_for(clash)}'")
         cfgs = [compose([*p, *extra], config_name) for p in points]
     estimate = any(c.estimate for c in cfgs)
-    paid = [c for c in cfgs if spend.is_paid(c)]
+    paid = [c for c in cfgs if plan.is_paid(c)]
     if not estimate and not paid:
         return [*overrides, *extra]
     _check(cfgs)
     if estimate:
         if run is None:
-            from ark.config.run import run
-        spend.estimate(cfgs, run)
+            from ark.config.evaluation import run
+        plan.estimate(cfgs, run)
         return None
-    forecasts = spend.forecasts([spend.point(c) for c in cfgs])
-    from ark.eval.forecast import format_table
+    forecasts = plan.forecasts([plan.point(c) for c in cfgs])
+    from ark.cost.forecast import format_table
 
-    print(format_table(forecasts, spend.header(cfgs[0])), flush=True)
+    print(format_table(forecasts, plan.header(cfgs[0])), flush=True)
     cap = cfgs[0].max_cost_usd
-    spend.confirm(spend.at_risk(forecasts, cap), cfgs[0], f"this sweep ({len(cfgs)} runs)")
+    plan.confirm(plan.at_risk(forecasts, cap), cfgs[0], f"this sweep ({len(cfgs)} runs)")
     ledger = ledger_path(cfgs)
-    plan = {"points": [spend.point_name(c) for c in cfgs], "max_cost_usd": cap,
+    sweep_plan = {"points": [plan.point_name(c) for c in cfgs], "max_cost_usd": cap,
             "forecasts": {str(Path(c.out_dir)): f.as_summary() for c, f in zip(cfgs, forecasts)}}
     ledger.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(ledger.with_suffix(".plan.json"), plan, indent=1)
+    atomic.write_json(ledger.with_suffix(".plan.json"), sweep_plan, indent=1)
     print(f"sweep spend: {ledger}" + (f" (capped at ${cap:,.2f} across its {len(cfgs)} runs)" if cap is not None
                                       else ""), flush=True)
     extra.append(f"sweep_ledger={ledger}")
@@ -133,8 +133,8 @@ def prepare(overrides: Sequence[str], config_name: str = "config", run=None) -> 
 
 def _check(cfgs: Sequence) -> None:
     """Every point's settings and prerequisites, before anything is forecast or launched."""
+    from ark.config.checks import setting_problems
     from ark.config.prerequisites import prerequisite_problems
-    from ark.config.settings import setting_problems
 
     problems = sorted({p for c in cfgs for p in setting_problems(c)})
     if problems:

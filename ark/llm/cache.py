@@ -28,7 +28,7 @@ cluster job that may run beside others writes a cache of its own: ``ResponseCach
 writes only to ``own`` and, on a miss, looks the key up in ``shared`` read-only (opened ``immutable``:
 no lock, no journal; a read that fails there is a miss, never an error, and never moves the shared
 file aside). ``merge(sources, into)`` then copies every reply of the job caches into the shared one, from
-one process (the run's own merge step, ``ark.eval.shards``).
+one process (the run's own merge step, ``ark.run.shards``).
 """
 
 from __future__ import annotations

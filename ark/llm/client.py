@@ -38,8 +38,8 @@ HTTP goes through ``ark.llm.transport`` (aiohttp by default, or the openai SDK's
 ``http="openai"``; the SDK's own retries are off), so the retries here are the only ones.
 Before each HTTP attempt the request waits for its slot under the backbone's ``rpm``/``tpm``
 (`ark.llm.pacing`, one pacer per backbone and process); before each call the cache cannot answer, a
-client given a ``budget`` (`ark.llm.budget.Budget`) asks it for room under the spending cap and pays
-the reply into its ledgers (``BudgetExhausted``, an ``LLMTransportError``, at the cap).
+client given a ``budget`` (`ark.cost.cap.Budget`) asks it for room under the spending cap and pays
+the reply into its ledgers (``BudgetExhausted`` at the cap).
 With a ``ResponseCache`` a repeated request makes no HTTP call and returns the stored reply
 (tokens, latency and all) with ``cached=True``.
 """
@@ -58,21 +58,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ark.cost.prices import Price, resolve_price
 from ark.llm import pacing
 from ark.llm.cache import ResponseCache, cache_key
-from ark.llm.pricing import Price, resolve_price
 from ark.llm.replicas import transport_for, urls_of
-from ark.llm.transport import (
-    EMBEDDINGS_PATH,
-    OPENAI_BASE_URL,
-    TRANSPORTS,
-    HTTPReply,
-    Route,
-    TransportConnectionError,
-    TransportTimeout,
-    make_transport,
-    retry_after_s,
-)
+from ark.llm.transport import (EMBEDDINGS_PATH, OPENAI_BASE_URL, TRANSPORTS, HTTPReply, Route, TransportConnectionError,
+                               TransportTimeout, make_transport, retry_after_s)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -222,9 +213,9 @@ class BackboneConfig:
     max_retries: int = 6  # retries after the first attempt for transient errors
     backoff_base_s: float = 1.0  # first backoff; doubles per retry, jittered to [0.5x, 1x]
     backoff_max_s: float = 60.0  # cap on one backoff (and on an honoured Retry-After)
-    prices: tuple[float, float] | None = None  # US$ per 1M (input, output); default: ark.llm.pricing
+    prices: tuple[float, float] | None = None  # US$ per 1M (input, output); default: ark.cost.prices
     # the price by name, {input_per_m: US$, output_per_m: US$} per 1M tokens (sets `prices`); a paid model
-    # that ark.llm.pricing does not know is refused unless it is given
+    # that ark.cost.prices does not know is refused unless it is given
     price: dict | None = None
     rpm: float | None = None  # requests per minute the provider allows: requests are paced under it (ark.llm.pacing)
     tpm: float | None = None  # tokens per minute (prompt + max_tokens, as OpenAI counts them): paced the same way
@@ -428,7 +419,7 @@ class LLMClient:
         self.price: Price = resolve_price(config.provider, config.model, config.name, config.prices)
         self.cache = ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
         self.stats = LLMStats()
-        self.budget = budget  # an ark.llm.budget.Budget: consulted before each call the cache cannot answer
+        self.budget = budget  # an ark.cost.cap.Budget: consulted before each call the cache cannot answer
         self.pacer = pacing.for_backbone(config)  # rpm/tpm: one pacer per backbone and process, or None
         self._route = _route(config)  # checks credentials now
         self._transport: Any = None

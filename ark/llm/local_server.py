@@ -251,7 +251,7 @@ class LocalServer:
 @contextlib.contextmanager
 def serving(backbone):
     """Start a `LocalServer` on the backbone's port for the duration of the block when its provider is
-    "local" and nothing answers there yet; otherwise do nothing (`ark.config.run`, ``ark ask``)."""
+    "local" and nothing answers there yet; otherwise do nothing (`ark.config.evaluation`, ``ark ask``)."""
     if backbone is None or getattr(backbone, "provider", None) != "local":
         yield None
         return

@@ -47,20 +47,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ark.cost.tokens import prompt_tokens_upper
+
 HEADROOM = 0.98        # the pace: this share of each limit per minute, spread evenly
 WINDOW_SHARE = 0.99    # what no 60 seconds may hold more of (the provider counts a sliding minute)
-CHARS_PER_TOKEN = 3.0  # characters per prompt token before the reply says: on the high side (English runs
-                       # about 4 per token, JSON tool schemas about 3)
 RATIO_WEIGHT = 0.1     # how fast the learnt ratio of reported to estimated prompt tokens follows the replies
 REMEMBERED = 20_000    # prompt counts kept (of the latest requests) for the next step of each conversation
 
 
 def estimate_tokens(body: Mapping[str, Any]) -> tuple[int, int]:
     """What a chat request counts against a TPM limit before its reply is known: (its prompt, from its
-    messages and tools at `CHARS_PER_TOKEN`; its ``max_tokens``)."""
-    chars = len(json.dumps(body.get("messages", []), ensure_ascii=False))
-    chars += len(json.dumps(body.get("tools", []), ensure_ascii=False)) if body.get("tools") else 0
-    return int(chars / CHARS_PER_TOKEN) + 1, int(body.get("max_tokens") or 0)
+    messages and tools at `ark.cost.tokens.CHARS_PER_TOKEN`; its ``max_tokens``)."""
+    return prompt_tokens_upper(body.get("messages", []), body.get("tools")), int(body.get("max_tokens") or 0)
 
 
 def reported_prompt_tokens(reply_body: Any) -> int | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ark.eval import viewer as V
+from ark.report import viewer as V
 from tests.test_viewer import EVIL, run  # noqa: F401  (the fixture: a small run directory)
 
 pytestmark = pytest.mark.browser

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ark.eval import viewer as V
+from ark.report import viewer as V
 from tests.test_viewer import tables_run
 
 pytestmark = pytest.mark.browser

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from ark.eval import runner
+from ark.run import runner
 from tests.helpers.scripted_server import FAULT_KINDS
 from tests.helpers.paths import DEMO_ROOT, REPO
 from tests.helpers.policies import search_select_finish

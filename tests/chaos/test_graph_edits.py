@@ -32,7 +32,7 @@ KG = REPO / "tests" / "data" / "tables_kg"
 CHILD = """
 import sys
 from ark.config.compose import compose
-from ark.config.run import run
+from ark.config.evaluation import run
 run(compose(sys.argv[1:]))
 """
 
@@ -44,15 +44,15 @@ def args(tmp: Path, kg: Path, url: str, *extra: str) -> list[str]:
 
 
 def records(out: Path) -> dict[str, dict]:
-    from ark.eval.records import load_predictions
+    from ark.run.records import load_predictions
 
     return load_predictions(out)
 
 
 def test_an_edited_tables_graph_is_refused_or_recomputed_never_stale(tmp_path):
     from ark.config.compose import compose
-    from ark.config.run import run
-    from ark.data.tables import TablesSource
+    from ark.config.evaluation import run
+    from ark.data.tables.source import TablesSource
 
     kg = tmp_path / "kg"
     shutil.copytree(KG, kg)

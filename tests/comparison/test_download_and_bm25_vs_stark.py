@@ -201,7 +201,7 @@ def test_stark_qa_ranking_equals_stark_qa_bm25_forward_and_its_numbers():
     from stark_qa.models import BM25
 
     from ark.baselines import BM25Retriever
-    from ark.eval.metrics import evaluate, torchmetrics_semantics
+    from ark.analysis.metrics import evaluate, torchmetrics_semantics
 
     metrics = ["hit@1", "hit@3", "hit@5", "hit@10", "recall@5", "recall@20", "mrr"]
     here = torchmetrics_semantics(torchmetrics.__version__)
@@ -237,7 +237,7 @@ def test_stark_qa_ranking_equals_stark_qa_bm25_forward_and_its_numbers():
 
 
 def test_a_bm25_run_in_stark_qa_mode_equals_stark_qa_under_both_torchmetrics(tmp_path):
-    """A BM25 baseline run through the runner (`ark.eval.runner`) in stark_qa mode with stark-qa's own list:
+    """A BM25 baseline run through the runner (`ark.run.runner`) in stark_qa mode with stark-qa's own list:
     each record holds BM25.forward's dict (ids and scores), and its numbers are stark-qa's Evaluator on that
     dict under the installed torchmetrics and, in a subprocess, under the other release; on lists full of
     zero scores the two behaviours give the run different numbers."""
@@ -247,9 +247,9 @@ def test_a_bm25_run_in_stark_qa_mode_equals_stark_qa_under_both_torchmetrics(tmp
     from stark_qa.models import BM25
 
     from ark.baselines import BM25Retriever
-    from ark.eval.metrics import torchmetrics_semantics
-    from ark.eval.records import load_predictions
-    from ark.eval.runner import RunSettings, run_queries
+    from ark.analysis.metrics import torchmetrics_semantics
+    from ark.run.records import load_predictions
+    from ark.run.runner import RunSettings, run_queries
     from tests.helpers.stark_releases import other_torchmetrics, stark_under_other_release
     from tests.helpers.tiny_retriever import Q
 

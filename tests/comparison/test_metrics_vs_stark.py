@@ -1,4 +1,4 @@
-"""ark.eval.metrics against stark_qa.evaluator.Evaluator (comparison tier; runs in .venv-compare).
+"""ark.analysis.metrics against stark_qa.evaluator.Evaluator (comparison tier; runs in .venv-compare).
 
 Run: .venv-compare/bin/pytest -m comparison tests/comparison/test_metrics_vs_stark.py
 On rankings that score every candidate (no ties) our "paper" mode must equal stark-qa to 1e-9; on
@@ -32,7 +32,7 @@ def _load_stark_evaluator():
 
 stark_evaluator = _load_stark_evaluator()
 
-from ark.eval.metrics import CandidateSet, evaluate, stark_scores  # noqa: E402
+from ark.analysis.metrics import CandidateSet, evaluate, stark_scores  # noqa: E402
 from tests.helpers.stark_releases import stark_under_other_release  # noqa: E402
 
 pytestmark = pytest.mark.comparison
@@ -171,7 +171,7 @@ def test_short_lists_and_score_schemes_equal_stark_qa():
     Evaluator, with the torchmetrics behaviour of the torchmetrics installed here."""
     import torchmetrics
 
-    from ark.eval.metrics import stark_evaluate, torchmetrics_semantics
+    from ark.analysis.metrics import stark_evaluate, torchmetrics_semantics
 
     semantics = torchmetrics_semantics(torchmetrics.__version__)
     rng = np.random.default_rng(3)
@@ -198,7 +198,7 @@ def test_short_lists_and_score_schemes_equal_stark_qa():
 
 
 def test_ids_above_the_largest_candidate_raise_index_error_in_both():
-    from ark.eval.metrics import stark_evaluate
+    from ark.analysis.metrics import stark_evaluate
 
     cand = list(range(0, 40, 2))
     ev = stark_evaluator.Evaluator(cand)
@@ -212,7 +212,7 @@ def test_ids_above_the_largest_candidate_raise_index_error_in_both():
 def test_other_torchmetrics_behaviour_equals_that_release(tmp_path):
     """The behaviour the installed torchmetrics does not have, checked against that release itself:
     stark-qa's Evaluator runs in a subprocess that imports the other torchmetrics first."""
-    from ark.eval.metrics import stark_evaluate, torchmetrics_semantics
+    from ark.analysis.metrics import stark_evaluate, torchmetrics_semantics
 
     rng = np.random.default_rng(4)
     cases = []
@@ -257,7 +257,7 @@ def test_nan_scores_equal_stark_qa_under_both_torchmetrics(tmp_path):
     unless it is the first), under the installed torchmetrics and, in a subprocess, the other release."""
     import torchmetrics
 
-    from ark.eval.metrics import NaNScoreError, stark_evaluate, torchmetrics_semantics
+    from ark.analysis.metrics import (NaNScoreError, stark_evaluate, torchmetrics_semantics)
 
     cases = _nan_cases(np.random.default_rng(5), 600)
     here = torchmetrics_semantics(torchmetrics.__version__)

@@ -1,10 +1,10 @@
 """Synthetic run directories for figure/viewer/notebook tests, written by the evaluation runner itself.
 
 Only the retriever is stood in for: each query's agent lists, tool calls and latency are chosen by the
-test, so expectations are known; everything in the directory (the files ark/eval/rundir.py documents:
+test, so expectations are known; everything in the directory (the files ark/run/rundir.py documents:
 predictions.jsonl, trajectories/<qid>.json of real ``ark.trajectory.Trajectory`` records, metrics.json,
-per_query.csv) is written by ``ark.eval.runner.run_queries``, the fused ranking by ``ark.fusion.fuse``, the
-metrics by ``ark.eval.metrics``, and config.yaml goes through ``ark.eval.logger.redact`` as ``ark.config.run``
+per_query.csv) is written by ``ark.run.runner.run_queries``, the fused ranking by ``ark.fusion.fuse``, the
+metrics by ``ark.analysis.metrics``, and config.yaml goes through ``ark.run.logger.redact`` as ``ark.config.evaluation``
 writes it.
 
     from tests.helpers.fixtures_runs import QuerySpec, write_run, budget_grid
@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ark.eval import runner
+from ark.run import runner
 from ark.fusion import fuse
-from ark.eval.logger import redact
+from ark.run.logger import redact
 
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
 TOP = 20  # the runner's default ranking length for ARK
@@ -92,7 +92,7 @@ def _trajectory(q: QuerySpec, agent: int) -> dict:
 
 def make_config(graph: str, t_max: int = 20, n_agents: int = 3, backbone: str = "gpt-4.1",
                 ablation: str = "full", retriever: str = "ark", experiment: str = "budget") -> dict:
-    """A resolved run config shaped like the config.yaml ark.config.run writes (Hydra groups as nested
+    """A resolved run config shaped like the config.yaml ark.config.evaluation writes (Hydra groups as nested
     dicts; the ablation's flags as its conf/ablation/<name>.yaml sets them)."""
     flags = {"full": (True, True, True), "no_neighbors": (False, True, True),
              "no_query_rank": (True, False, True), "no_type_filter": (True, True, False)}[ablation]
@@ -117,7 +117,7 @@ def write_run(run_dir: Path, config: dict, queries: list[QuerySpec]) -> Path:
 
 
 def _run_stand_in(queries: list[QuerySpec], settings, logger=None) -> dict:
-    """``ark.eval.runner.run_queries`` over a retriever that replays each QuerySpec as real Retrieval and
+    """``ark.run.runner.run_queries`` over a retriever that replays each QuerySpec as real Retrieval and
     Trajectory records (only the LLM and the graph are stood in for)."""
     from ark.retriever import Retrieval
     from ark.trajectory import Trajectory
@@ -192,7 +192,7 @@ def budget_grid(root: Path, graphs=("demo",), t_maxes=(5, 10, 20), n_agents=(1, 
 
 def real_run(runs_root: Path, overrides: list[str], queries: list[QuerySpec]) -> Path:
     """A run dir written by the real code path: the Hydra config composed from conf/ (written as
-    ark.config.run writes it, with run.json) and ark.eval.runner.run_queries over a stand-in retriever
+    ark.config.evaluation writes it, with run.json) and ark.run.runner.run_queries over a stand-in retriever
     that returns ark.retriever.Retrieval objects holding real ark.trajectory.Trajectory records.
     Only the LLM and the graph are stood in for."""
     from omegaconf import OmegaConf, open_dict

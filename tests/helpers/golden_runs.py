@@ -64,7 +64,7 @@ def _common(tmp: Path, base_url: str) -> list[str]:
 def run_set(tmp: Path, base_url: str) -> dict[str, Path]:
     """Make every golden run under ``tmp``; returns {name: run directory}."""
     from ark.config.compose import compose
-    from ark.config.run import run
+    from ark.config.evaluation import run
 
     demo = [f"paths.data={DEMO_ROOT}", "graph=demo", "limit=6"]
     tables = ["graph=tables", f"graph.path={KG}", "graph.name=tables_kg", f"paths.data={tmp}/data",

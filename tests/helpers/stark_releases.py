@@ -20,7 +20,7 @@ def other_torchmetrics() -> tuple[str, Path]:
     """The torchmetrics release of the other behaviour, installed by make_env.sh beside the venv."""
     import torchmetrics
 
-    from ark.eval.metrics import torchmetrics_semantics
+    from ark.analysis.metrics import torchmetrics_semantics
 
     want = "1.7.0" if torchmetrics_semantics(torchmetrics.__version__) == "1.9" else "1.9.0"
     target = Path(sys.prefix) / f"torchmetrics-{want}"

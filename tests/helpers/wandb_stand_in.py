@@ -26,7 +26,7 @@ _ids = itertools.count()
 
 
 class StandInRun:
-    """What ``wandb.init`` returns here: the attributes and methods ark.eval.logger uses."""
+    """What ``wandb.init`` returns here: the attributes and methods ark.run.logger uses."""
 
     def __init__(self, record: Path, **init: Any):
         self.record = record

@@ -1,0 +1,256 @@
+"""Paid runs before they start: the forecast, the pilot, the confirmation above ``confirm_usd``, and the
+budget a run spends under.
+
+A run is paid when ARK calls a backbone of a paid provider (openai, azure) at a price above zero
+(`ark.cost.prices`). For a paid run (or every paid point of a sweep, `ark.config.sweep`):
+
+- the forecast (`ark.cost.forecast`) draws on what is known first: the run's own directory, run
+  directories of the same settings (whose replies the LLM cache holds, so their queries cost nothing
+  again) and, within a sweep, the queries an earlier point of the same settings pays for;
+- ``estimate=true`` prints the forecast per point and in total, then exits. A paid point with fewer
+  than ``estimate_queries`` measured queries is first measured by a pilot: the run itself with
+  ``limit=estimate_queries`` in its usual directory (``..._limit10``), whose expected cost (the token
+  model) is stated before it starts, which spends at most ``confirm_usd`` without asking, and whose
+  replies stay in the LLM cache, so the real run pays for them once;
+- a run whose spend at risk exceeds ``confirm_usd`` asks on a terminal, and without one (CI, SLURM,
+  nohup) refuses in one line unless ``yes=true``. At risk: the forecast's 95% high end, or without a
+  measurement the worst case of its settings (`ark.cost.forecast.TokenModel.worst`), and never more
+  than ``max_cost_usd`` when a cap is set;
+- the run spends under an `ark.cost.cap.Budget`: ``max_cost_usd`` caps the run's own ledger
+  (``<run dir>/spend.jsonl``), or in a sweep its sweep's ledger (``sweep_ledger``).
+
+    from ark.config.plan import estimate, prepare
+    forecasts = estimate([cfg], run)           # estimate=true (pilots, ark.config.evaluation.run, where nothing is known)
+    plan = prepare(cfg, source, identity)      # ark.config.evaluation.run: None for a free run
+    budget = plan.budget(out_dir)              # once the run holds its directory
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, open_dict
+
+from ark.cost import forecast as fc
+from ark.cost.cap import Budget
+from ark.cost.ledger import RUN_LEDGER, Ledger
+from ark.cost.prices import PRICES_AS_OF, Price, resolve_price
+from ark.run import measured, shards
+
+PAID_PROVIDERS = ("openai", "azure")
+
+
+def price_of(cfg: DictConfig) -> Price | None:
+    """The price an ARK run's backbone is billed at; None for a baseline."""
+    if cfg.retriever.name != "ark":
+        return None
+    b = instantiate(cfg.backbone)
+    return resolve_price(b.provider, b.model, b.name, b.prices)
+
+
+def is_paid(cfg: DictConfig) -> bool:
+    """Whether the run pays for LLM calls (a paid provider at a price above zero)."""
+    if cfg.retriever.name != "ark" or cfg.backbone.provider not in PAID_PROVIDERS:
+        return False
+    try:
+        p = price_of(cfg)
+    except ValueError:   # no price known: paid all the same (the settings check says what to set)
+        return True
+    return p.input_per_m > 0 or p.output_per_m > 0
+
+
+def point_name(cfg: DictConfig) -> str:
+    """How a forecast names a run: ``<experiment>/<graph>/<run directory>``."""
+    return f"{cfg.experiment_name}/{cfg.graph.name}/{cfg.run_dir_name}"
+
+
+def _run_dir(cfg: DictConfig) -> Path:
+    out = Path(cfg.out_dir)
+    return shards.shard_dir(out, cfg.shard) if cfg.get("shard") else out
+
+
+@dataclass
+class Point:
+    """What is known of one run before it starts."""
+
+    cfg: DictConfig
+    name: str
+    paid: bool
+    keys: list[str]                                   # its selected queries
+    done: set[str] = field(default_factory=set)       # finished in its own directory
+    samples: dict[str, fc.QueryCost] = field(default_factory=dict)   # measured by runs of its settings
+    cost_key: str = ""
+
+
+def point(cfg: DictConfig, source=None, identity: dict | None = None) -> Point:
+    """The known costs of the run ``cfg`` (graph queries read; nothing written). ``identity``: the run's,
+    with its data's fingerprints (as run.json holds it); made here when not given."""
+    from ark.config.identity import add_data_identity, run_identity
+
+    source = instantiate(cfg.graph) if source is None else source
+    queries = shards.select_queries(source.queries().split(cfg.split), cfg.limit, cfg.get("shard"))
+    p = Point(cfg, point_name(cfg), is_paid(cfg), measured.selected_keys(queries))
+    if not p.paid:
+        return p
+    if identity is None:   # as run.json records it: the settings and the data's fingerprints
+        info = {"identity": run_identity(cfg)}
+        add_data_identity(info, source)
+        identity = info["identity"]
+    p.cost_key = json.dumps(fc.cost_identity(identity), sort_keys=True, default=str)
+    p.done = set(measured.measured_costs([_run_dir(cfg)]))
+    p.samples = measured.measured_costs([_run_dir(cfg), *measured.same_settings_dirs(cfg.paths.runs, cfg.graph.name, identity)])
+    return p
+
+
+def _worst_model(cfg: DictConfig) -> fc.TokenModel:
+    tools = instantiate(cfg.ablation.tools)
+    return fc.TokenModel.worst(cfg.budget.agent.t_max, tools.max_observation_tokens, cfg.backbone.get("max_tokens", 1024))
+
+
+def forecasts(points: Sequence[Point]) -> list[fc.Forecast]:
+    """One forecast per point; a query that an earlier point of the same settings pays for is free for
+    the later ones (their calls are the same, so the LLM cache answers them)."""
+    paying: dict[str, set[str]] = {}
+    out = []
+    for i, p in enumerate(points):
+        if not p.paid:
+            out.append(fc.Forecast(p.name, len(p.keys), basis="free"))
+            continue
+        earlier = paying.setdefault(p.cost_key, set())
+        done = [k for k in p.keys if k in p.done]
+        replayed = [k for k in p.keys if k not in p.done and (k in p.samples or k in earlier)]
+        to_pay = [k for k in p.keys if k not in p.done and k not in p.samples and k not in earlier]
+        earlier.update(to_pay)
+        samples = list(p.samples.values())
+        mean = sum(s.usd for s in samples) / len(samples) if samples else 0.0
+        known = sum(p.samples[k].usd if k in p.samples else mean for k in done + replayed)
+        if samples:
+            f = fc.forecast(p.name, samples, len(to_pay), len(p.keys), len(done), len(replayed), known, seed=i)
+        else:
+            n_agents = p.cfg.budget.agent.n_agents
+            f = fc.worst_case(p.name, len(to_pay), len(p.keys), _worst_model(p.cfg), n_agents, price_of(p.cfg),
+                              len(done), len(replayed))
+        out.append(f)
+    return out
+
+
+def at_risk(forecast: Sequence[fc.Forecast], cap: float | None) -> float:
+    """What the runs may spend: the paid forecasts' 95% high ends (worst cases without a measurement),
+    never more than the cap."""
+    amount = sum(f.high for f in forecast if f.basis != "free")
+    return min(amount, cap) if cap is not None else amount
+
+
+def header(cfg: DictConfig) -> str:
+    return (f"forecast (US$ at ark/cost/prices.py's prices of {PRICES_AS_OF}; 95% intervals from the "
+            "bootstrap of per query cost; worst case where nothing is measured):")
+
+
+def one_line(f: fc.Forecast) -> str:
+    """A forecast in one line."""
+    head = f"{f.to_pay:,} of {f.queries:,} queries to pay for"
+    if f.basis == "measured":
+        return (f"{head}, about ${f.usd:,.2f} [95%: {f.low:,.2f}, {f.high:,.2f}] (rests on {f.rests_on} "
+                f"measured queries)")
+    return f"{head}, at most ${f.usd:,.2f} (the worst case of its settings: nothing measured yet)"
+
+
+def confirm(amount: float, cfg: DictConfig, what: str) -> None:
+    """Go on when ``amount`` is within ``confirm_usd`` or ``yes=true``; else ask on a terminal, and
+    without one stop with one line."""
+    limit = float(cfg.confirm_usd)
+    if amount <= limit or cfg.yes:
+        return
+    said = f"{what} may spend up to ${amount:,.2f}, above confirm_usd={limit:g}"
+    if not sys.stdin.isatty():
+        raise SystemExit(f"{said}, and there is no terminal to confirm on: rerun with yes=true to start it, "
+                         "max_cost_usd=... to cap it, or estimate=true to see the forecast first")
+    try:
+        answer = input(f"{said}. Start? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise SystemExit(f"not started: {what} was not confirmed (yes=true starts it without asking)")
+
+
+@dataclass
+class Plan:
+    """What a paid run starts with: its forecast and the ledgers of its budget."""
+
+    cap_usd: float | None
+    forecast: dict | None
+    sweep_ledger: str | None
+    label: str
+
+    def budget(self, out_dir: Path) -> Budget:
+        """The run's budget: its own ledger in ``out_dir``, the sweep's when it belongs to one (the cap
+        then counts the sweep's spend)."""
+        sweep = Ledger(self.sweep_ledger) if self.sweep_ledger else None
+        return Budget(self.cap_usd, run=Ledger(Path(out_dir) / RUN_LEDGER), sweep=sweep, label=self.label)
+
+
+def _sweep_forecast(cfg: DictConfig) -> dict | None:
+    """This point's forecast as its sweep wrote it before launching (`ark.config.sweep`)."""
+    try:
+        plan = json.loads(Path(cfg.sweep_ledger).with_suffix(".plan.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return plan.get("forecasts", {}).get(str(Path(cfg.out_dir)))
+
+
+def prepare(cfg: DictConfig, source=None, identity: dict | None = None) -> Plan | None:
+    """Before a run claims its directory: None for a free run; for a paid one its forecast (printed),
+    the confirmation above ``confirm_usd`` and its plan."""
+    if not is_paid(cfg):
+        return None
+    forecast = _sweep_forecast(cfg) if cfg.get("sweep_ledger") else None
+    if forecast is None:
+        (f,) = forecasts([point(cfg, source, identity)])
+        print(f"{point_name(cfg)}: {one_line(f)}" + (f"; capped at ${cfg.max_cost_usd:,.2f}"
+                                                      if cfg.max_cost_usd is not None else ""), flush=True)
+        confirm(at_risk([f], cfg.max_cost_usd), cfg, f"this run ({point_name(cfg)})")
+        forecast = f.as_summary()
+    return Plan(cfg.max_cost_usd, forecast, cfg.get("sweep_ledger"), f"{cfg.graph.name}/{cfg.run_dir_name}")
+
+
+def _pilot(cfg: DictConfig, n: int) -> DictConfig:
+    """The pilot of a run: the run itself on its first ``n`` queries, spending at most ``confirm_usd``."""
+    p = copy.deepcopy(cfg)
+    cap = float(cfg.confirm_usd) if cfg.max_cost_usd is None else min(float(cfg.confirm_usd), float(cfg.max_cost_usd))
+    with open_dict(p):
+        p.limit, p.shard, p.estimate, p.yes, p.max_cost_usd, p.sweep_ledger = n, None, False, True, cap, None
+    return p
+
+
+def estimate(cfgs: Sequence[DictConfig], run) -> list[fc.Forecast]:
+    """``estimate=true``: the forecast of the runs ``cfgs`` (a run, or a sweep's points), printed per
+    point and in total; paid points with fewer than ``estimate_queries`` measured queries are measured
+    by a pilot first, ``run(cfg)`` (`ark.config.evaluation.run`; see the module doc). Nothing else is written."""
+    points = [point(c) for c in cfgs]
+    first = forecasts(points)
+    pilots = [(p, min(int(p.cfg.estimate_queries), len(p.keys))) for p, f in zip(points, first)
+              if p.paid and f.to_pay and len(p.samples) < int(p.cfg.estimate_queries)]
+    if pilots:
+        typical = fc.TokenModel.typical()
+        expected = []
+        for p, n in pilots:
+            q = typical.query(p.cfg.budget.agent.n_agents, price_of(p.cfg))
+            expected.append(n * q.usd)
+            print(f"pilot of {p.name}: its first {n} queries x {p.cfg.budget.agent.n_agents} agents, about "
+                  f"${n * q.usd:,.2f} by the token model (at most ${_pilot(p.cfg, n).max_cost_usd:,.2f}); its replies "
+                  "stay in the LLM cache, so the run pays for them once", flush=True)
+        confirm(sum(expected), cfgs[0], f"the {len(pilots)} pilot(s)")
+        for p, n in pilots:
+            summary = run(_pilot(p.cfg, n))
+            print(f"pilot of {p.name}: paid ${summary.get('paid_this_run_usd', 0.0):,.2f} "
+                  f"({summary['n_ok']} of {summary['n']} queries measured)", flush=True)
+        points = [point(c) for c in cfgs]
+    result = forecasts(points)
+    print(fc.format_table(result, header(cfgs[0])), flush=True)
+    return result

@@ -1,0 +1,25 @@
+"""Prompt tokens before a reply says how many there were: a prompt's characters at `CHARS_PER_TOKEN`.
+
+Used where a call must be counted before it is sent: the spending cap's worst case of a call
+(`ark.cost.cap`) and the tokens-per-minute pacing of requests (`ark.llm.pacing`).
+
+    prompt_tokens_upper(messages, tools)   # about chars / 3 + 1
+"""
+
+from __future__ import annotations
+
+import json
+
+CHARS_PER_TOKEN = 3.0  # characters per prompt token before the reply says: on the high side (English runs
+                       # about 4 per token, JSON tool schemas about 3)
+
+
+def prompt_chars(messages: list, tools: list | None) -> int:
+    """The characters of a chat request's messages and tool schemas, as JSON."""
+    chars = len(json.dumps(messages, ensure_ascii=False))
+    return chars + (len(json.dumps(tools, ensure_ascii=False)) if tools else 0)
+
+
+def prompt_tokens_upper(messages: list, tools: list | None) -> int:
+    """A high estimate of a chat request's prompt tokens: its characters at `CHARS_PER_TOKEN`."""
+    return int(prompt_chars(messages, tools) / CHARS_PER_TOKEN) + 1
