@@ -6,7 +6,9 @@ For every node of the fixture graphs in all three processed layouts (tests/helpe
 of the demo graph when ark.data.demo can build it: our ``node_text(i)`` must equal
 ``SKB.get_doc_info(i, add_rel=False, compact=False)`` and our neighbor set (both directions) must equal
 ``SKB.get_neighbor_nodes(i)`` (stark-qa makes the graph undirected). With ``edges="stark"`` the
-per-relation neighbor sets and the edge list itself must equal stark-qa's, AMAZON's merged pairs included.
+per-relation neighbor sets and the edge list itself must equal stark-qa's, AMAZON's merged pairs included,
+and so must every node's per-relation neighbors on 400 random graphs, half of them storing each pair with
+a relation drawn per direction (stark-qa reads a node's own row of the adjacency).
 """
 
 from __future__ import annotations
