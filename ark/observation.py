@@ -11,7 +11,8 @@ One line per node::
 * for neighbors, each relation linking the explored node v and this node, with its direction where
   the direction carries information: ``-> r`` for a stored edge ``v -r-> u``, ``<- r`` for
   ``u -r-> v``, and plain ``r`` for a relation whose every edge is stored both ways (all of PRIME's
-  and the demo's, and any graph read with ``edges="stark"``), where the arrows would say nothing;
+  and the demo's) and for every relation of a graph read with ``edges="stark"`` (undirected as stark-qa
+  reads it: a node's neighbors come from its own stored edges), where the arrows would say nothing;
 * a snippet of the node's text around the matched query terms (the start of the text without a query).
 
 The observation ends with ``showing k of N ...``. Its length is budgeted in *approximate tokens*:

@@ -17,7 +17,9 @@ Prints, in one run:
    filtered to papers; HNSW for each ``--hnsw-m`` over the efSearch values of ``--ef-curve`` (the
    recall-latency curve: recall@10 against exact, computed in blocks) and IVF (``--nprobe``); hybrid
    (BM25 top 100 + dense top 100, RRF) beside lexical BM25 on ``scripts/bench_tools.py``'s synthetic MAG
-   graph (``--lexical``; its index built once in a child process and memory-mapped here); each index's
+   graph (``--lexical``; its index built once in a child process and memory-mapped here): for each index
+   setting the hybrid search, the same with its two sides one after the other, and each side alone,
+   interleaved query by query, with the ratios of their p99s; each index's
    build time, and the memory of a search process, read into memory against memory-mapped (anonymous
    and file-backed resident MiB after the queries). Query vectors are given (the query-encoding cost is
    part 1), so search alone is timed; the exact index is timed on ``--flat-queries`` queries.
@@ -375,6 +377,33 @@ def bench_search(scale: float, n_queries: int, lexical: bool, cache: Path, dim: 
         hyb = GlobalSearch(bm25, DenseSearch(GivenVectors(), index), SearchConfig(mode="hybrid"))
         return _time(lambda t: hyb.search(t, 5), qs)
 
+    def hybrid_sides(index, qs, indent="  "):
+        """Hybrid search (its BM25 side on the worker pool while this thread searches the vectors) beside
+        the same search with the two sides one after the other and each side alone, interleaved query by
+        query so that the machine's load falls on all four alike."""
+        depth = SearchConfig().depth
+        dense = DenseSearch(GivenVectors(), index)
+        both = GlobalSearch(bm25, dense, SearchConfig(mode="hybrid"))
+        one_by_one = GlobalSearch(bm25, dense, SearchConfig(mode="hybrid"), concurrent=False)
+        fns = {f"BM25 side alone, top {depth}": lambda t: bm25.search_with_total(t, depth),
+               f"dense side alone, top {depth}": lambda t: dense.search(t, depth),
+               "hybrid, top 5 (the two sides at once)": lambda t: both.search(t, 5),
+               "hybrid, top 5, the two sides one after the other": lambda t: one_by_one.search(t, 5)}
+        for t in qs[:3]:   # warm up
+            for fn in fns.values():
+                fn(t)
+        times = {name: [] for name in fns}
+        for i, t in enumerate(qs):
+            names = list(fns)
+            for name in names[i % len(names):] + names[:i % len(names)]:   # a rotating order
+                times[name].append(_timed(fns[name], t))
+        for name, ts in times.items():
+            row(indent + name, ts)
+        p99 = {name: _pct(ts)[1] for name, ts in times.items()}
+        sides = list(p99.values())
+        print(f"   {indent}hybrid p99 / slower side's p99: {sides[2] / max(sides[:2]):.2f}x; one after the other / "
+              f"at once: {sides[3] / sides[2]:.2f}x", flush=True)
+
     if lex is not None:
         row("hybrid (BM25 + exact dense, RRF of each top 100), top 5", hybrid_times(flat, texts[:flat_queries]))
     del flat
@@ -417,8 +446,7 @@ def bench_search(scale: float, n_queries: int, lexical: bool, cache: Path, dim: 
             row(f"dense {label} {name}={value}, top 10", times, f"   recall@10 {rec:.3f}")
             row(f"  papers only", _time(lambda q: index.search(q, 10, [paper]), qv))
             if lex is not None:
-                row(f"  hybrid (dense side top 100, efSearch {max(value, 100)})" if kind == "hnsw" else "  hybrid",
-                    hybrid_times(index, texts))
+                hybrid_sides(index, texts, f"  [efSearch {max(value, 100)}] " if kind == "hnsw" else "  ")
         del index
 
 

@@ -224,6 +224,49 @@ def test_hybrid_search_fuses_both_rankings(graph, bm25, dense):
     assert tools.call(SEARCH, {"query": "fainting heart", "k": 4}).node_ids == want.tolist()
 
 
+class _ThreadNoting:
+    """The real BM25 index, noting which thread ran each of its searches."""
+
+    def __init__(self, bm25):
+        self.bm25, self.threads = bm25, set()
+
+    def __getattr__(self, name):
+        return getattr(self.bm25, name)
+
+    def search_with_total(self, *args):
+        import threading
+
+        self.threads.add(threading.current_thread().name)
+        return self.bm25.search_with_total(*args)
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "weighted"])
+def test_hybrid_search_runs_its_two_sides_concurrently_with_the_sequential_result(graph, bm25, dense, fusion):
+    """Hybrid search runs BM25 on the shared worker pool while the caller searches the vectors; from 8
+    threads at once it gives, for every query, type filter and k, exactly what the two sides one after
+    the other give (ids, scores, total)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    config = SearchConfig(mode="hybrid", depth=12, fusion=fusion)
+    spy = _ThreadNoting(bm25)
+    concurrent = GlobalSearch(spy, dense, config)
+    sequential = GlobalSearch(bm25, dense, config, concurrent=False)
+    calls = [(q, k, types) for q in ("fainting heart", "loose joints collagen", "passing out", "tall fingers drug")
+             for k in (1, 3, 8) for types in (None, [graph.node_type_id("disease")])]
+    mask = np.asarray(graph.node_types) == graph.node_type_id("disease")
+
+    def run(call):
+        q, k, types = call
+        return concurrent.search(q, k, types, None if types is None else mask)
+
+    want = [sequential.search(q, k, types, None if types is None else mask) for q, k, types in calls]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(run, calls * 8))
+    for (ids, scores, total), (w_ids, w_scores, w_total) in zip(got, want * 8):
+        assert ids.tolist() == w_ids.tolist() and scores.tolist() == w_scores.tolist() and total == w_total
+    assert spy.threads and all(t.startswith("ark-bm25") for t in spy.threads)   # BM25 ran on the pool
+
+
 def test_dense_mode_without_embeddings_is_an_error_naming_the_fix(bm25):
     with pytest.raises(ValueError, match="needs node embeddings and an encoder: choose search=dense or search=hybrid"):
         GlobalSearch(bm25, None, SearchConfig(mode="dense"))

@@ -160,3 +160,54 @@ def test_authors_is_a_run_protocol(tmp_path):
     assert summary["metrics"]["mrr"]["n_left_out"] == 1 and summary["metrics"]["mrr"]["n"] == 11
     assert summary["metrics_mode"] == "authors" and not summary["complete"]   # a failed query: never complete
     assert summary["metrics"]["mrr"]["mean"] != paper["metrics"]["mrr"]["mean"]
+
+
+class OwnScores:
+    """Query 0's list with scores of its own (``with_scores``), all >= 2 so neither torchmetrics
+    behaviour changes a value, or the same list without scores, as ARK's votes come."""
+
+    def __init__(self, with_scores: bool):
+        self.with_scores = with_scores
+
+    async def aretrieve(self, query, query_id=""):
+        ranking = [3, 9, 7, 12]
+        return Retrieval(ranking=ranking, scores=[9.0, 5.0, 4.0, 2.5] if self.with_scores else None,
+                         agent_rankings=[ranking])
+
+
+def _metrics_json(tmp_path, name, retriever, tm):
+    s = RunSettings(out_dir=tmp_path / name, progress=False, n_boot=10, metrics=METRICS, metrics_mode="stark_qa",
+                    torchmetrics=tm)
+    run_queries(retriever, [Q(0, "q", (7,)), Q(1, "q", (12, 40))], s, candidate_ids=CANDIDATES)
+    summary = json.loads((s.out_dir / "metrics.json").read_text())
+    timing = {k: summary.pop(k) for k in ("latency_s", "this_run")}   # how long it took: never equal
+    assert timing
+    return summary, {q: (r["metrics"], r["agent_metrics"]) for q, r in load_predictions(s.out_dir).items()}
+
+
+def test_metrics_json_is_the_same_under_both_torchmetrics_where_the_switch_cannot_act(tmp_path):
+    """stark_qa mode on lists without scores of their own (ARK's votes, ranked by stark_scores >= 2):
+    metrics.json is the same under torchmetrics 1.7.0 and 1.9, field for field (it recorded the setting,
+    which could not act). A baseline's own scores are ranked by the setting: its metrics.json names it,
+    and differs there only, even where these scores give the same per-query values."""
+    votes = {tm: _metrics_json(tmp_path, f"votes{tm}", OwnScores(False), tm) for tm in ("1.7.0", "1.9")}
+    assert votes["1.7.0"] == votes["1.9"] and votes["1.9"][0]["torchmetrics"] is None
+    scored = {tm: _metrics_json(tmp_path, f"scored{tm}", OwnScores(True), tm) for tm in ("1.7.0", "1.9")}
+    (a, recs_a), (b, recs_b) = scored["1.7.0"], scored["1.9"]
+    assert recs_a == recs_b                                         # no per-query value changes
+    assert (a["torchmetrics"], b["torchmetrics"]) == ("1.7.0", "1.9")
+    assert {k: v for k, v in a.items() if k != "torchmetrics"} == {k: v for k, v in b.items() if k != "torchmetrics"}
+
+
+def test_torchmetrics_is_no_part_of_an_ark_runs_identity():
+    """An ARK run in stark_qa mode is the same run under either torchmetrics (its votes cannot be ranked
+    differently): same run.json identity and fingerprint, so metrics.json["run"] is the same too; a
+    baseline's differs (its own scores are ranked by the setting)."""
+    from ark.config.identity import fingerprint, run_identity, run_info
+
+    def info(retriever, tm):
+        cfg = compose([f"retriever={retriever}", "graph=demo", "metrics_mode=stark_qa", f"torchmetrics={tm}"])
+        return run_info(cfg), fingerprint(run_identity(cfg))
+
+    assert info("ark", "1.7.0") == info("ark", "1.9") and info("ark", "1.9")[0]["torchmetrics"] is None
+    assert info("bm25", "1.7.0") != info("bm25", "1.9") and info("bm25", "1.9")[0]["torchmetrics"] == "1.9"

@@ -160,6 +160,33 @@ def test_neighbors_of_a_graph_stored_both_ways_show_no_arrows():
     assert "->" not in r.observation and "<-" not in r.observation
 
 
+def test_stark_edges_read_a_nodes_neighbors_from_its_own_stored_edges():
+    """edges="stark": 0 -r1-> 7, 0 -r1-> 9, 7 -r0-> 0, 9 -r0-> 0 is symmetric, so stark-qa keeps it as
+    stored, and its get_neighbor_nodes(0, "r0") reads node 0's row of the r0 adjacency: empty. The
+    tool answers alike (7 and 9 are r1 neighbors of 0; 0 is an r0 neighbor of 7), with no arrows;
+    edges="stored" keeps both directions, arrows included."""
+    from ark.data.stark import graph_with_edges
+
+    def make(edges):
+        return graph_with_edges("mixed", ["n"], [0] * 10, [f"n{i}" for i in range(10)], [f"doc {i}" for i in range(10)],
+                                ["r0", "r1"], [0, 0, 7, 9], [7, 9, 0, 0], [1, 1, 0, 0], edges=edges)
+
+    g, stored = make("stark"), make("stored")
+    assert g.outgoing_only and not stored.outgoing_only
+    assert g.neighbors(0, relations=["r0"]).nodes.tolist() == []
+    assert g.neighbors(0, relations=["r1"]).nodes.tolist() == [7, 9]
+    assert g.neighbors(7, relations=["r0"]).nodes.tolist() == [0] and g.neighbors(7, relations=["r1"]).nodes.tolist() == []
+    assert g.neighbors(0).nodes.tolist() == [7, 9] and g.neighbors(0).outgoing.all()
+    assert stored.neighbors(0, relations=["r0"]).nodes.tolist() == [7, 9]
+    t = ToolSet(g, BM25Index.build(g.texts()))
+    r = ok(t.call(NEIGHBORS, {"node_id": 0}))
+    assert r.node_ids == [7, 9] and "| r1 |" in line_of(r, 7) and "->" not in r.observation
+    assert ok(t.call(NEIGHBORS, {"node_id": 0, "relations": ["r0"]})).node_ids == []
+    assert "| r0 |" in line_of(ok(t.call(NEIGHBORS, {"node_id": 7})), 0)
+    r = ok(ToolSet(stored, BM25Index.build(stored.texts())).call(NEIGHBORS, {"node_id": 0}))
+    assert "-> r1, <- r0" in line_of(r, 7)
+
+
 def test_neighbors_stopword_query_falls_back_to_id_order(tools):
     r = ok(tools.call(NEIGHBORS, {"node_id": 0, "query": "the of"}))
     assert r.node_ids == [3, 6, 7, 8, 9] and "no searchable words" in r.observation

@@ -85,7 +85,8 @@ import numpy as np
 # Recall ignore every gold node whose score is <= 0. The default is "1.7.0": STaRK's published numbers
 # (the STaRK paper and its 2024 leaderboard, whose BM25 row the ARK paper's Table 1 repeats) predate
 # torchmetrics 1.7.4 (July 2025); give "1.9" to match a fresh install of stark-qa today. A run's
-# identity holds the setting in stark_qa mode only, the one mode it changes.
+# identity holds the setting in stark_qa mode only, the one mode it changes, and there only for a
+# retriever with scores of its own (ark.config.identity.ranks_own_scores).
 TORCHMETRICS: tuple[str, ...] = ("1.7.0", "1.9")
 DEFAULT_TORCHMETRICS = "1.7.0"
 DEFAULT_METRICS: tuple[str, ...] = ("hit@1", "hit@5", "recall@20", "mrr")

@@ -102,7 +102,9 @@ def describe_graph(tools, ask: bool = False) -> dict:
     return {"name": g.name, "nodes": g.num_nodes, "edges": g.num_edges, "candidates": len(g.candidate_ids),
             "node_types": stats["nodes_per_type"], "relations": stats["edges_per_relation"],
             "schema": relation_schema(g), "relations_stored_both_ways": list(g.both_ways_relations),
-            "edges_explored": "in both directions (explore_neighbors shows -> r for v -r-> u, <- r for u -r-> v)",
+            "edges_explored": ("as stark-qa's get_neighbor_nodes: each node's own stored edges (the graph is "
+                               "undirected; a pair may carry one relation each way)") if g.outgoing_only else
+                              "in both directions (explore_neighbors shows -> r for v -r-> u, <- r for u -r-> v)",
             "ids": tools.ids.describe(), "tools": tools.tool_names + (["ask"] if ask else [])}
 
 

@@ -81,7 +81,15 @@ def run_info(cfg: DictConfig) -> dict[str, Any]:
             "agent_options": agent_options(cfg.budget.agent) if is_ark else None,
             "split": cfg.split, "run_name": cfg.retriever.run_name,
             "edges": cfg.graph.get("edges", "stored"), "cut": cfg.cut, "metrics_mode": cfg.metrics_mode,
-            "torchmetrics": str(cfg.torchmetrics) if cfg.metrics_mode == "stark_qa" else None}
+            "torchmetrics": str(cfg.torchmetrics) if ranks_own_scores(cfg.metrics_mode, cfg.retriever.name) else None}
+
+
+def ranks_own_scores(metrics_mode: str, retriever: str) -> bool:
+    """Whether ``torchmetrics`` can change a run's numbers: in ``metrics_mode=stark_qa`` only, and there only
+    for a retriever whose lists carry scores of their own (a baseline's BM25, cosine or RRF scores). ARK's
+    fused list is made of votes and is ranked by `ark.analysis.metrics.stark_scores` (all >= 2), on which
+    both behaviours agree, so an ARK run is the same run under either."""
+    return metrics_mode == "stark_qa" and retriever != "ark"
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -173,10 +181,11 @@ def _only_where_used(identity: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scoring_only_where_used(identity: dict[str, Any]) -> dict[str, Any]:
-    """``torchmetrics`` left out of an identity outside ``metrics_mode=stark_qa``, the one mode it ranks in
-    (so its default can change without refusing any other run's directory), and as a string there
-    (``torchmetrics=1.9`` on a command line is the float 1.9, the same setting as "1.9" quoted)."""
-    if identity.get("metrics_mode", "paper") != "stark_qa":
+    """``torchmetrics`` left out of an identity where it changes nothing (`ranks_own_scores`: outside
+    ``metrics_mode=stark_qa``, the one mode it ranks in, and for ARK's vote lists), so its default can
+    change without refusing any such run's directory, and as a string elsewhere (``torchmetrics=1.9`` on
+    a command line is the float 1.9, the same setting as "1.9" quoted)."""
+    if not ranks_own_scores(identity.get("metrics_mode", "paper"), identity.get("retriever.name")):
         identity.pop("torchmetrics", None)
     elif "torchmetrics" in identity:
         identity["torchmetrics"] = str(identity["torchmetrics"])

@@ -10,6 +10,9 @@ Every other part of ARK sees a graph only through `KnowledgeGraph`:
   filtered by node types and relation types, come back in time proportional to its degree. Which
   edges are stored is the loader's choice (`ark.data.stark.read_graph`'s ``edges``: as in the files, or
   stark-qa's undirected merge); `both_ways_relations` names the relations stored in both directions.
+  A graph read with ``edges="stark"`` (`outgoing_only`) answers `neighbors` as stark-qa's
+  ``get_neighbor_nodes`` does: from the node's own stored edges only (its row of the adjacency), so a
+  pair stored ``a -r1-> b`` and ``b -r0-> a`` is an ``r1`` neighbor of ``a`` and an ``r0`` neighbor of ``b``.
 
 Cache layout (``save``/``load``): ``indptr.npy``, ``nbr.npy``, ``rel.npy``, ``out.npy``,
 ``nbr_type.npy`` (the neighbor's node type per CSR row, int8/int16, so a type filter reads the row's
@@ -59,15 +62,16 @@ class NeighborEdges:
 
 
 @njit(cache=True, nogil=True)
-def _filter_rows(nbr, rel, out, nbr_type, rel_ok, type_ok):
-    """The rows of one CSR slice whose relation and neighbor type are allowed, in one pass."""
+def _filter_rows(nbr, rel, out, nbr_type, rel_ok, type_ok, outgoing_only):
+    """The rows of one CSR slice whose relation and neighbor type are allowed (and, with
+    ``outgoing_only``, that are the node's own stored edges), in one pass."""
     n = len(nbr)
     nodes = np.empty(n, dtype=np.int64)
     rels = np.empty(n, dtype=np.int32)
     outs = np.empty(n, dtype=np.bool_)
     c = 0
     for i in range(n):
-        if rel_ok[rel[i]] and type_ok[nbr_type[i]]:
+        if rel_ok[rel[i]] and type_ok[nbr_type[i]] and (out[i] or not outgoing_only):
             nodes[c] = nbr[i]
             rels[c] = rel[i]
             outs[c] = out[i]
@@ -253,11 +257,23 @@ class KnowledgeGraph:
         return self.meta["fingerprint"]
 
     @property
+    def outgoing_only(self) -> bool:
+        """True for a graph read with ``edges="stark"``: stark-qa's ``SKB`` reads a node's neighbors,
+        per relation too, from its own row of the adjacency, i.e. the targets of the stored edges *from*
+        it, and `neighbors` does the same. Its stored pairs are symmetric (stark-qa's ``is_undirected``
+        holds, or its merge made it so), so the neighbor *set* of a node is the same either way; per
+        relation it is not where a pair is stored with one relation each way."""
+        return self.meta.get("edges") == "stark"
+
+    @property
     def both_ways_relations(self) -> list[str]:
         """Relations every edge of which is also stored in the reverse direction (PRIME and the demo
-        store every edge both ways; ``edges="stark"`` graphs too): for these a neighbor's direction
-        carries no information, and tool observations leave it out. Computed once (one pass over the
-        CSR) and kept in the cache's meta.json."""
+        store every edge both ways): for these a neighbor's direction carries no information, and tool
+        observations leave it out. On an `outgoing_only` graph (``edges="stark"``) every relation: it is
+        undirected as stark-qa reads it, and every row `neighbors` gives is the node's own edge.
+        Computed once (one pass over the CSR) and kept in the cache's meta.json."""
+        if self.outgoing_only:
+            return list(self.relation_names)
         if "both_ways_relations" not in self.meta:
             one_way = _one_way_relations(np.asarray(self._indptr), np.asarray(self._nbr), np.asarray(self._rel),
                                          np.asarray(self._out), max(len(self.relation_names), 1))
@@ -346,13 +362,16 @@ class KnowledgeGraph:
         relation types (names; an unknown name raises ValueError listing the valid ones).
 
         Rows are ordered by neighbor id, outgoing before incoming, then relation id. A neighbor linked
-        by several edges appears once per edge; `group_neighbors` folds them per node.
+        by several edges appears once per edge; `group_neighbors` folds them per node. On an
+        `outgoing_only` graph (``edges="stark"``) only the rows of ``v``'s own stored edges come back,
+        as stark-qa's ``get_neighbor_nodes(v, r)`` reads them.
         """
         v = self._check(v)
         lo, hi = int(self._indptr[v]), int(self._indptr[v + 1])
         nbr = self._nbr[lo:hi]
         rel = self._rel[lo:hi]
         out = self._out[lo:hi]
+        outgoing_only = self.outgoing_only
         rel_ok = type_ok = None
         if relations is not None:
             rel_ok = np.zeros(len(self.relation_names), dtype=bool)
@@ -360,13 +379,13 @@ class KnowledgeGraph:
         if node_types is not None:
             type_ok = np.zeros(len(self.node_type_names), dtype=bool)
             type_ok[[self.node_type_id(t) for t in node_types]] = True
-        if rel_ok is None and type_ok is None or hi == lo:
+        if rel_ok is None and type_ok is None and not outgoing_only or hi == lo:
             return NeighborEdges(np.asarray(nbr, dtype=np.int64), np.asarray(rel, dtype=np.int32),
                                  np.asarray(out, dtype=bool))
         nodes, rels, outs = _filter_rows(np.asarray(nbr), np.asarray(rel), np.asarray(out),
                                          np.asarray(self._nbr_type[lo:hi]),
                                          self._all_rels if rel_ok is None else rel_ok,
-                                         self._all_types if type_ok is None else type_ok)
+                                         self._all_types if type_ok is None else type_ok, outgoing_only)
         return NeighborEdges(nodes, rels, outs)
 
     # ------------------------------------------------------------------ cache

@@ -160,8 +160,9 @@ class StarkSource(GraphSource):
     (fetch them with ``ark download <name>``).
 
     ``edges``: "stored" (default: every edge of ``edge_index.pt`` with its direction) or "stark"
-    (stark-qa's SKB: pairs merged whatever their directions, `ark.data.stark.stark_undirected`); a "stark"
-    graph has its own cache, ``<root>/cache/<name>-edges-stark``."""
+    (stark-qa's SKB: pairs merged whatever their directions, `ark.data.stark.stark_undirected`, and a
+    node's neighbors read from its own stored edges); a "stark" graph has its own cache,
+    ``<root>/cache/<name>-edges-stark``."""
 
     def __init__(self, name: str, root: str | Path | None = DEFAULT_ROOT, edges: str = "stored"):
         from ark.data.stark import STARK_GRAPHS, check_edges

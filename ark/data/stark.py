@@ -24,9 +24,11 @@ This module owns everything that knows STaRK's on-disk layout (the hub layout of
   pairs are already symmetric (PRIME, the demo), ``to_undirected(reduce='mean')`` merges all edges
   between two nodes, *whatever their directions*, into one pair stored both ways whose type is the
   floored mean of their type ids (AMAZON: also_buy (0) and also_view (1) on one pair become
-  also_buy only; MAG: a pair that cites each other becomes one cites edge each way). Either way our
-  neighbor sets (both directions) equal ``SKB.get_neighbor_nodes(i)``; per relation, only
-  ``"stark"`` equals ``SKB.get_neighbor_nodes(i, r)``.
+  also_buy only; MAG: a pair that cites each other becomes one cites edge each way), and a node's
+  neighbors are then read from its own stored edges only, as stark-qa reads its row of the adjacency
+  (`KnowledgeGraph.outgoing_only`): where a symmetric graph stores ``a -r1-> b`` and ``b -r0-> a``,
+  ``b`` is an ``r1`` neighbor of ``a`` and not an ``r0`` one. Either way our neighbor sets equal
+  ``SKB.get_neighbor_nodes(i)``; per relation, only ``"stark"`` equals ``SKB.get_neighbor_nodes(i, r)``.
 * `read_queries` reads a QA set into a `QuerySet` (queries, gold answers, splits).
 
 Run (``--root`` is the data root; these files go under ``<root>/stark``)::
@@ -61,10 +63,10 @@ SPLITS = ("train", "val", "test", "test-0.1")
 HUMAN_SPLIT = "human_generated_eval"
 DEFAULT_ROOT = None   # the STaRK root default: <ARK_HOME>/stark (`stark_root`)
 EDGES = ("stored", "stark")  # read_graph's edge semantics: as stored, or stark-qa's SKB (see the docstring)
-# Revision of `stark_undirected`, part of an edges="stark" graph's cache key: 2 decides "already undirected"
-# on multisets of pairs as torch-geometric's is_undirected does (1 compared sets, and kept some graphs
-# stark-qa merges).
-STARK_EDGES_REVISION = 2
+# Revision of an edges="stark" graph, part of its cache key: 2 decides "already undirected" on multisets
+# of pairs as torch-geometric's is_undirected does (1 compared sets, and kept some graphs stark-qa merges);
+# 3 reads a node's neighbors from its own stored edges only (its cached both_ways_relations changed).
+STARK_EDGES_REVISION = 3
 
 AMAZON_META_LINKS = "brand-category-color"  # stark-qa's default meta_link_types, joined by "-"
 AMAZON_MAX_ENTRIES = 25  # stark-qa's AmazonSKB max_entries: it prints entries 0..max_entries+1 (27)
@@ -591,7 +593,8 @@ def read_graph(name: str, root: Path | str | None = DEFAULT_ROOT, edges: str = "
 
     A missing file raises FileNotFoundError naming it and the command that fetches it; a truncated
     one raises `StarkFileError`. ``edges``: ``"stored"`` keeps ``edge_index.pt`` as it is (directed,
-    every edge); ``"stark"`` applies `stark_undirected`, as stark-qa's SKB does.
+    every edge); ``"stark"`` applies `stark_undirected`, as stark-qa's SKB does, and the graph reads a
+    node's neighbors from its own stored edges (`KnowledgeGraph.outgoing_only`).
     """
     check_edges(edges)
     g = read_processed(name, root)
@@ -599,11 +602,20 @@ def read_graph(name: str, root: Path | str | None = DEFAULT_ROOT, edges: str = "
     for node_name, doc in documents(g):
         names.append(node_name)
         texts.append(doc)
-    src, dst, rel = g.src, g.dst, g.rel
+    return graph_with_edges(name, g.node_type_names, g.node_types, names, texts, g.relation_names,
+                            g.src, g.dst, g.rel, candidate_ids(g), edges)
+
+
+def graph_with_edges(name: str, node_type_names, node_types, names, texts, relation_names, src, dst, rel,
+                     candidate_ids=None, edges: str = "stored") -> KnowledgeGraph:
+    """`KnowledgeGraph.from_edges` of stored edges under ``edges``' semantics (`read_graph`'s last step):
+    ``"stark"`` merges them with `stark_undirected` and reads a node's neighbors from its own stored edges
+    (`KnowledgeGraph.outgoing_only`), as stark-qa's ``SKB`` does with any graph it is given."""
+    check_edges(edges)
     if edges == "stark":
-        src, dst, rel = stark_undirected(src, dst, rel, len(g.node_types))
-    graph = KnowledgeGraph.from_edges(name, g.node_type_names, g.node_types, names, texts, g.relation_names,
-                                      src, dst, rel, candidate_ids=candidate_ids(g))
+        src, dst, rel = stark_undirected(src, dst, rel, len(node_types))
+    graph = KnowledgeGraph.from_edges(name, node_type_names, node_types, names, texts, relation_names,
+                                      src, dst, rel, candidate_ids=candidate_ids)
     graph.meta["edges"] = edges
     return graph
 

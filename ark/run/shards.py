@@ -124,7 +124,10 @@ def merge(shard_dirs: Sequence[Path | str], out_dir: Path | str, queries: Sequen
         settings = RunSettings(out_dir=out_dir, metrics=names, top=first.get("top", 20),
                                n_boot=first.get("n_boot", 1000), seed=first.get("seed", 0),
                                metrics_mode=first.get("metrics_mode", "paper"),
-                               torchmetrics=first.get("torchmetrics") or DEFAULT_TORCHMETRICS,
+                               # metrics.json names it where the shard's records had scores of their own;
+                               # the run's identity (its "run") wherever it can act
+                               torchmetrics=(first.get("torchmetrics") or first.get("run", {}).get("torchmetrics")
+                                             or DEFAULT_TORCHMETRICS),
                                cut=first.get("cut", "top_first"),
                                count_failed_as_miss=first.get("count_failed_as_miss", False),
                                progress=False, extra={**first.get("run", {}), "merged_from": len(shard_dirs)})

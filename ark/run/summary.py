@@ -155,13 +155,16 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
                               f"fused_{SUCCESS_METRIC}": rec["metrics"].get(SUCCESS_METRIC, "")})
     total_calls = sum(tool_totals[t] for t in tools)
     attempted = ok + degraded + failed
+    own_scores = any(r.get("scores") is not None for r in attempted)
     summary = {
         "n": len(pairs), "n_ok": len(ok), "n_degraded": len(degraded), "n_failed": len(failed),
         "n_missing": n_missing, "complete": complete, "status": state,
         "agents": {"ok": agent_status["ok"], "failed": agent_status["failed"]},
         "count_failed_as_miss": settings.count_failed_as_miss,
         "metrics_mode": settings.metrics_mode, "top": settings.top, "cut": settings.cut,
-        "torchmetrics": settings.torchmetrics if settings.metrics_mode == "stark_qa" else None,
+        # the behaviour the records' own scores were ranked by; none where no record has scores of its own
+        # (ARK's votes are ranked by stark_scores, on which both behaviours agree: `ranks_own_scores`)
+        "torchmetrics": settings.torchmetrics if settings.metrics_mode == "stark_qa" and own_scores else None,
         "n_boot": settings.n_boot,
         "seed": settings.seed,
         "metrics": _aggregate(per_query, len(failed) + len(degraded), settings),

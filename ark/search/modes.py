@@ -107,9 +107,13 @@ class GlobalSearch:
     """search_graph's and the baselines' ranking, and the neighbor ranking, as configured."""
 
     def __init__(self, bm25, dense: DenseSearch | None = None, config: SearchConfig | None = None,
-                 names: Sequence[str] | None = None):
-        """``names``: the node names in id order (``graph.names()``), needed by ``name_first``."""
+                 names: Sequence[str] | None = None, concurrent: bool = True):
+        """``names``: the node names in id order (``graph.names()``), needed by ``name_first``.
+        ``concurrent``: a hybrid search runs its BM25 side on the shared worker pool while this thread
+        searches the vectors (default); False runs the two one after the other, with the same result
+        (scripts/bench_dense.py times both)."""
         self.bm25 = bm25
+        self.concurrent = concurrent
         self.dense = dense
         self.config = config or SearchConfig()
         self._names = names
@@ -145,9 +149,13 @@ class GlobalSearch:
             ids, sims = self.dense.search(query, k, types)
             return ids, sims, self.dense.index.count(types)
         depth = max(k, c.depth)
-        lexical = _lexical_pool().submit(self.bm25.search_with_total, query, depth, mask)
-        d_ids, d_sims = self.dense.search(query, depth, types)
-        lex_ids, lex_scores, _ = lexical.result()
+        if self.concurrent:
+            lexical = _lexical_pool().submit(self.bm25.search_with_total, query, depth, mask)
+            d_ids, d_sims = self.dense.search(query, depth, types)
+            lex_ids, lex_scores, _ = lexical.result()
+        else:
+            lex_ids, lex_scores, _ = self.bm25.search_with_total(query, depth, mask)
+            d_ids, d_sims = self.dense.search(query, depth, types)
         keep = lex_scores > 0
         lex_ids, lex_scores = lex_ids[keep], lex_scores[keep]
         if c.fusion == "rrf":

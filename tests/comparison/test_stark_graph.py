@@ -6,7 +6,9 @@ For every node of the fixture graphs in all three processed layouts (tests/helpe
 of the demo graph when ark.data.demo can build it: our ``node_text(i)`` must equal
 ``SKB.get_doc_info(i, add_rel=False, compact=False)`` and our neighbor set (both directions) must equal
 ``SKB.get_neighbor_nodes(i)`` (stark-qa makes the graph undirected). With ``edges="stark"`` the
-per-relation neighbor sets and the edge list itself must equal stark-qa's, AMAZON's merged pairs included.
+per-relation neighbor sets and the edge list itself must equal stark-qa's, AMAZON's merged pairs included,
+and so must every node's per-relation neighbors on 400 random graphs, half of them storing each pair with
+a relation drawn per direction (stark-qa reads a node's own row of the adjacency).
 """
 
 from __future__ import annotations
@@ -185,3 +187,64 @@ def test_demo_graph_equals_prime_skb(demo_root, stark_skb):
     sample = np.concatenate([rng.choice(graph.num_nodes, 200, replace=False), np.argsort(-degrees)[:20]])
     _assert_same_neighbors(graph, skb, sample, graph.relation_names)
     print(f"demo comparison on {graph.num_nodes} nodes took {time.perf_counter() - t0:.1f}s")
+
+
+def _random_graph(rng, case: int):
+    """A random stored edge list: every other graph stores each pair both ways with a relation drawn
+    for each direction (``a -r1-> b`` and ``b -r0-> a``: symmetric, so stark-qa keeps it as stored),
+    the rest are directed at random or symmetric with a few extra rows one way (stark-qa merges them)."""
+    num_nodes, num_relations = int(rng.integers(2, 16)), int(rng.integers(2, 5))
+    m = int(rng.integers(1, 3 * num_nodes))
+    a, b = rng.integers(0, num_nodes, m), rng.integers(0, num_nodes, m)
+    if case % 4 == 3:                                      # directed at random
+        src, dst, rel = a, b, rng.integers(0, num_relations, m)
+    else:                                                  # every pair both ways, a relation per direction
+        src, dst, rel = np.r_[a, b], np.r_[b, a], rng.integers(0, num_relations, 2 * m)
+        if case % 4 == 1:                                  # a few rows more one way
+            extra = rng.choice(src.size, size=int(rng.integers(1, 4)))
+            src, dst, rel = np.r_[src, src[extra]], np.r_[dst, dst[extra]], np.r_[rel, rng.integers(0, num_relations, extra.size)]
+    order = rng.permutation(src.size)
+    return num_nodes, num_relations, src[order], dst[order], rel[order]
+
+
+def _skb(src, dst, rel, num_nodes: int, num_relations: int):
+    import torch
+    from stark_qa.skb.knowledge_base import SKB
+
+    return SKB({i: {} for i in range(num_nodes)}, torch.tensor(np.stack([src, dst]), dtype=torch.long),
+               node_type_dict={0: "node"}, edge_type_dict={r: f"r{r}" for r in range(num_relations)},
+               node_types=torch.zeros(num_nodes, dtype=torch.long), edge_types=torch.tensor(rel, dtype=torch.long))
+
+
+def _graph(src, dst, rel, num_nodes: int, num_relations: int, edges: str):
+    return stark.graph_with_edges("random", ["node"], np.zeros(num_nodes, dtype=np.int32),
+                                  [str(i) for i in range(num_nodes)], [""] * num_nodes,
+                                  [f"r{r}" for r in range(num_relations)], src, dst, rel, edges=edges)
+
+
+def test_stark_edges_per_relation_neighbors_equal_skb_where_a_pair_has_a_relation_each_way():
+    """edges="stark" on 400 random graphs, half of them symmetric with a relation drawn per direction:
+    every node's neighbor list, per relation and over all relations, equals stark-qa's
+    ``get_neighbor_nodes(i, r)``, which reads node i's row of the per-relation adjacency (the stored
+    edges *from* i): for ``0 -r1-> 7`` and ``7 -r0-> 0``, 7 is an r1 neighbor of 0 and not an r0 one.
+    Reading both directions of the merged edges (what edges="stark" did before) gets many lists wrong."""
+    rng = np.random.default_rng(38)
+    lists = differ = differ_both_directions = kept_mixed = 0
+    for case in range(400):
+        num_nodes, num_relations, src, dst, rel = _random_graph(rng, case)
+        skb = _skb(src, dst, rel, num_nodes, num_relations)
+        graph = _graph(src, dst, rel, num_nodes, num_relations, "stark")
+        # the merged edges read in both directions: the rule before edges="stark" read a node's own row
+        both_directions = _graph(*stark.stark_undirected(src, dst, rel, num_nodes), num_nodes, num_relations, "stored")
+        kept = len(skb.edge_index[0]) == src.size and np.array_equal(skb.edge_index[0].numpy(), src)
+        pairs = {(s, d): r for s, d, r in zip(src.tolist(), dst.tolist(), rel.tolist())}
+        kept_mixed += kept and any(pairs.get((d, s), r) != r for (s, d), r in pairs.items())
+        for i in range(num_nodes):
+            assert set(graph.neighbors(i).nodes.tolist()) == set(skb.get_neighbor_nodes(i)), (case, i)
+            for r in graph.relation_names:
+                theirs = set(skb.get_neighbor_nodes(i, r))
+                lists += 1
+                differ += set(graph.neighbors(i, relations=[r]).nodes.tolist()) != theirs
+                differ_both_directions += set(both_directions.neighbors(i, relations=[r]).nodes.tolist()) != theirs
+    assert differ == 0, f"{differ} of {lists} per-relation neighbor lists differ from stark-qa's"
+    assert kept_mixed >= 150 and differ_both_directions > 100   # the case is reached, and it matters
