@@ -100,7 +100,7 @@ class RdfSource(TablesSource):
         missing = self.problems()
         if missing:
             raise RdfError(missing[0])
-        return short_hash(files_fingerprint(self._input_files()), json.dumps(
+        return short_hash(files_fingerprint(self._input_files(), store=self.hash_store), json.dumps(
             [MAPPING_VERSION, self._settings(), [str(p.resolve()) for p in self._input_files()]], sort_keys=True))
 
     @property
