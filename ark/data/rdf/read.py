@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextvars
 import gzip
 import io
-import json
 import re
 import sys
 from collections import defaultdict
@@ -146,29 +145,6 @@ def _no_network(path: Path):
     return _NETWORK.set(str(path))
 
 
-def _refused_contexts(path: Path, fmt: str) -> None:
-    """A JSON-LD file's remote @context (http, https, ftp) named at once, before rdflib tries it."""
-    if fmt != "json-ld":
-        return
-    with _open(path) as f:
-        try:
-            doc = json.load(f)
-        except (ValueError, UnicodeDecodeError):
-            return                       # rdflib names the syntax error
-    stack = [doc]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            for k, v in x.items():
-                for ref in ([v] if isinstance(v, str) else v if isinstance(v, list) else []):
-                    if k in ("@context", "@import") and isinstance(ref, str) and \
-                            re.match(r"(?i)(https?|ftp)://", ref):
-                        _refuse_network("urllib.Request", (ref,))
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-
-
 def _parse_xml(path: Path, f, store) -> None:
     """RDF/XML through rdflib's handler, its text gathered once per element and entities bounded."""
     from xml.sax import handler
@@ -234,8 +210,6 @@ def read_triples(path: Path, fmt: str, remote_contexts: bool = False) -> tuple[I
 
     if fmt == "nt":
         return _nt_triples(path), dict(PREFIXES)
-    if not remote_contexts:
-        _refused_contexts(path, fmt)
     store = rdflib.Dataset() if fmt in DATASET_FORMATS else rdflib.Graph()
     token = None if remote_contexts else _no_network(path)
     try:
