@@ -23,14 +23,16 @@ HOSTILE = REPO / "tests" / "data" / "hostile"
 GUARD_S = 120      # far beyond what these builds take; the old code ran past 240 s on each
 
 
-def ark_build(path: Path, root: Path, *settings: str) -> subprocess.CompletedProcess:
-    """``ark build --graph rdf`` on ``path``; a process still running after GUARD_S fails the test."""
-    cmd = [sys.executable, "-m", "ark", "build", "--graph", "rdf", "--set", f"path={path}", "--set", "name=h",
+def ark_build(path: Path, root: Path, *settings: str, verb: str = "build") -> subprocess.CompletedProcess:
+    """``ark <verb> --graph rdf`` on ``path`` (build, or mcp with stdin closed); a process still running
+    after GUARD_S fails the test."""
+    cmd = [sys.executable, "-m", "ark", verb, "--graph", "rdf", "--set", f"path={path}", "--set", "name=h",
            "--root", str(root), *[x for s in settings for x in ("--set", s)]]
     try:
-        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=GUARD_S)
+        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=GUARD_S,
+                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"ark build on {path.name} still running after {GUARD_S} s (hung)")
+        pytest.fail(f"ark {verb} on {path.name} still running after {GUARD_S} s (hung)")
 
 
 def one_line_error(done: subprocess.CompletedProcess, path: Path) -> str:
@@ -40,9 +42,10 @@ def one_line_error(done: subprocess.CompletedProcess, path: Path) -> str:
     return lines[0]
 
 
-def test_billion_laughs_is_refused_in_one_line(tmp_path):
+@pytest.mark.parametrize("verb", ["build", "mcp"])
+def test_billion_laughs_is_refused_in_one_line(tmp_path, verb):
     bomb = HOSTILE / "laughs.rdf"
-    line = one_line_error(ark_build(bomb, tmp_path / "data"), bomb)
+    line = one_line_error(ark_build(bomb, tmp_path / "data", verb=verb), bomb)
     assert "entity &lol1; through another entity" in line and "billion laughs" in line
     assert not (tmp_path / "data" / "cache").exists() or not any((tmp_path / "data" / "cache").iterdir())
 
