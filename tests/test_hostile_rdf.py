@@ -149,3 +149,13 @@ def test_ark_build_names_the_remote_context_in_one_line(tmp_path):
     ctx = HOSTILE / "context.jsonld"
     line = one_line_error(ark_build(ctx, tmp_path / "data"), ctx)
     assert "http://127.0.0.1:9/context.jsonld" in line and "remote_contexts=true" in line
+
+
+def test_a_parameter_entity_is_refused(tmp_path):
+    path = tmp_path / "kg.rdf"
+    path.write_text('<?xml version="1.0"?>\n<!DOCTYPE rdf:RDF [ <!ENTITY % p "<!ENTITY a \'x\'>"> %p; ]>\n'
+                    '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"/>\n')
+    with pytest.raises(RdfError) as e:
+        RdfSource(path, root=tmp_path / "data").graph()
+    assert str(e.value).startswith(f"{path}: the DTD declares parameter entity %p;")
+    assert not (tmp_path / "data").exists()
