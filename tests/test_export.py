@@ -99,3 +99,35 @@ def test_the_library_call_checks_the_same(tmp_path, decoys):
     with pytest.raises(ValueError, match="exists and is not empty"):
         export(graph, decoys)
     assert files(decoys) == before
+
+
+def test_force_replaces_only_the_plain_files_its_mark_lists(capsys, tmp_path, decoys):
+    """A user's folder named like an export's file, a link of that name, or an export's file name the
+    mark does not list: force refuses in one line and leaves every file in place."""
+    out = tmp_path / "exported"
+    assert export_cli(capsys, tmp_path / "data", "--out", str(out), "--format", "csv")[0] == 0
+    listed = json.loads((out / "graph.json").read_text())["files"]
+    assert listed == sorted(p.name for p in out.iterdir() if p.name != "graph.json")
+    (out / "nodes.csv").unlink()
+    (out / "nodes.csv").mkdir()                                        # someone's folder inside the export
+    (out / "nodes.csv" / "results.txt").write_text("a week of work")
+    before = files(out)
+    code, _, err = export_cli(capsys, tmp_path / "data", "--out", str(out), "--format", "csv", "--force")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "holds 'nodes.csv', which no export wrote" in err
+    assert files(out) == before
+    (out / "nodes.csv" / "results.txt").unlink()
+    (out / "nodes.csv").rmdir()
+    (out / "nodes.csv").symlink_to(decoys / "notes.txt")              # a link to someone's file
+    code, _, err = export_cli(capsys, tmp_path / "data", "--out", str(out), "--format", "csv", "--force")
+    assert code == 2 and "holds 'nodes.csv', which no export wrote" in err
+    assert (decoys / "notes.txt").read_text() == "the decoy parent's own file"
+    (out / "nodes.csv").unlink()
+    (out / "nodes.csv").write_text("id,type,name,text\n")
+    (out / "nodes.parquet").write_text("not the export's: the mark lists csv files")
+    code, _, err = export_cli(capsys, tmp_path / "data", "--out", str(out), "--force")
+    assert code == 2 and "holds 'nodes.parquet', which no export wrote" in err
+    assert (out / "nodes.parquet").read_text() == "not the export's: the mark lists csv files"
+    (out / "nodes.parquet").unlink()
+    code, _, err = export_cli(capsys, tmp_path / "data", "--out", str(out), "--force")     # all its own again
+    assert code == 0 and sorted(p.name for p in out.iterdir()) == ["edges.parquet", "graph.json", "nodes.parquet",
+                                                                    "queries.parquet"]

@@ -11,6 +11,7 @@ part of what blocks a resume.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -93,6 +94,13 @@ def test_a_changed_stark_download_is_refused(tmp_path):
         run(bm25(tmp_path, "graph=prime"))
     node_info = tmp_path / "data" / "stark" / "skb" / "prime" / "processed" / "node_info.pkl"
     node_info.write_bytes(node_info.read_bytes())                           # rewritten, e.g. downloaded again
+    with pytest.raises(SystemExit, match=r"other data: its query set changed since \(test\.index modified\), so"):
+        run(bm25(tmp_path, "graph=prime"))                                 # the same bytes: not a change
+    data = bytearray(node_info.read_bytes())
+    data[-2] ^= 1                                                           # one byte changed, same size
+    st = node_info.stat()
+    node_info.write_bytes(bytes(data))
+    os.utime(node_info, ns=(st.st_atime_ns, st.st_mtime_ns))               # and its old time back (touch -r)
     with pytest.raises(SystemExit, match=r"its graph and query set changed since \(test\.index modified, "
                                          r"node_info\.pkl modified\)"):
         run(bm25(tmp_path, "graph=prime"))

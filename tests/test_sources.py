@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
-from ark.data import stark
+from ark.data import sources, stark
 from ark.data.sources import StarkSource
 from ark.data.graph import KnowledgeGraph
 from tests.helpers.stark_fixtures import build
@@ -60,14 +63,48 @@ def test_corrupted_cache_is_rebuilt(root, monkeypatch):
     KnowledgeGraph.load(root / "cache" / "prime")  # valid again
 
 
+def _count_hashes(monkeypatch) -> list[str]:
+    """The files whose content is hashed (`ark.data.sources.file_digest` reading them)."""
+    hashed: list[str] = []
+    real = hashlib.file_digest
+
+    def counting(f, digest):
+        hashed.append(Path(f.name).name)
+        return real(f, digest)
+
+    monkeypatch.setattr(hashlib, "file_digest", counting)
+    monkeypatch.setattr(sources, "RACY_S", -1.0)        # files written a moment ago count as settled
+    return hashed
+
+
 def test_changed_raw_files_make_the_cache_stale(root, monkeypatch):
     reads = _count_reads(monkeypatch)
     StarkSource("mag", root).graph()
     raw = next((root / "stark" / "skb" / "mag" / "processed").glob("*.pt"))
+    data = bytearray(raw.read_bytes())
+    data[-2] ^= 1                                       # one byte: the same size
     st = raw.stat()
-    os.utime(raw, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    raw.write_bytes(bytes(data))
+    os.utime(raw, ns=(st.st_atime_ns, st.st_mtime_ns))   # and the old time back (cp -p, rsync -t, touch -r)
+    assert (raw.stat().st_size, raw.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
     StarkSource("mag", root).graph()
     assert reads == ["mag", "mag"]
+
+
+def test_a_copy_of_the_same_bytes_is_hashed_again_not_rebuilt(root, monkeypatch):
+    reads, hashed = _count_reads(monkeypatch), _count_hashes(monkeypatch)
+    StarkSource("mag", root).graph()
+    assert hashed and (root / "cache" / sources.HASHES_FILE).exists()
+    hashed.clear()
+    sources._memo.clear()                               # a new process (a sweep job's cold start)
+    StarkSource("mag", root).graph()
+    assert reads == ["mag"] and hashed == []            # nothing changed: no file read, no rebuild
+    raw = next((root / "stark" / "skb" / "mag" / "processed").glob("*.pt"))
+    copy = raw.with_suffix(".copy")
+    shutil.copy2(raw, copy)
+    os.replace(copy, raw)                               # the same bytes, a new inode (rsync's way)
+    StarkSource("mag", root).graph()
+    assert reads == ["mag"] and hashed == [raw.name]    # hashed again, same content: the cache stands
 
 
 def test_missing_raw_files_name_the_fetch_command(tmp_path):

@@ -20,9 +20,10 @@ written before identities were recorded is compared on its named settings, with 
 filled in.
 
 The data: ``data.graph`` is the graph source's `input_fingerprint` (what keys its cache: the files' names,
-sizes and times, and for tables and RDF the settings that shape the graph), ``data.queries`` the same of
-its query files; ``data_files`` beside the identity lists each file's size and time, so a refusal names
-the file that changed. A directory is only checked when it holds a finished query (`holds_results`): one
+sizes and contents, `ark.data.sources.files_fingerprint`, and for tables and RDF the settings that shape
+the graph), ``data.queries`` the same of its query files; ``data_files`` beside the identity lists each
+file's size and content hash, so a refusal names the file that changed (a run.json that lists size
+and time alone, written before contents were hashed, is taken as the same data while those agree). A directory is only checked when it holds a finished query (`holds_results`): one
 that holds none blocks no command. A run.json written before the data fingerprints is accepted once, if
 every finished record fits the data now (its gold, and the graph's own ids of its nodes:
 `stale_records`); the run then writes the fingerprints.
@@ -60,7 +61,7 @@ NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progr
 ARK_ONLY = ("backbone", "budget", "ablation")
 TARGET = "_target_"   # Hydra's class import path: not a setting
 DATA_KEYS = ("data.graph", "data.queries")   # the identity's data fingerprints (`data_identity`)
-DATA_FILES = "data_files"                   # run.json: each input file's "size:mtime_ns", for the refusal's line
+DATA_FILES = "data_files"                   # run.json: each input file's "size:sha256:<16 hex>", for the refusal's line
 
 # settings that change the per-query numbers a run stores (and their values before run.json held them)
 _SCORING_KEYS = ("edges", "cut", "metrics_mode", "torchmetrics")
@@ -224,12 +225,15 @@ def data_identity(source) -> tuple[dict[str, str], dict[str, str]]:
     fingerprints of the graph's input files (its cache's `input_fingerprint`) and of its query files for
     the identity, and each file's size and time, so that a refusal can say which file changed. The source's
     files are made first where it makes them itself (the demo)."""
+    from ark.data.sources import file_digest
+
     source.prepare()
     files = source.data_files()
     signatures = {}
+    store = getattr(source, "hash_store", None)
     for p in [*files["graph"], *files["queries"]]:
         st = Path(p).stat()
-        signatures[str(p)] = f"{st.st_size}:{st.st_mtime_ns}"
+        signatures[str(p)] = f"{st.st_size}:sha256:{file_digest(Path(p), store)[:16]}"
     return {"data.graph": source.input_fingerprint(), "data.queries": source.queries_fingerprint()}, signatures
 
 
@@ -248,10 +252,23 @@ def data_changes(old: dict[str, Any], info: dict[str, Any]) -> str | None:
     if not what:
         return None
     fa, fb = old.get(DATA_FILES) or {}, info.get(DATA_FILES) or {}
+    if fa and set(fa) == set(fb) and all(v.count(":") == 1 and v == _size_and_time(f) for f, v in fa.items()):
+        # fingerprinted by size and time alone (before contents were hashed), and those agree: the same
+        # files as far as that run.json can tell; this run records the content hashes from now on
+        return None
     files = [f"{Path(f).name} {'added' if f not in fa else 'removed' if f not in fb else 'modified'}"
              for f in sorted(set(fa) | set(fb)) if fa.get(f) != fb.get(f)] if fa else []
     shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
     return f"its {' and '.join(what)} changed since" + (f" ({shown})" if shown else "")
+
+
+def _size_and_time(path: str) -> str | None:
+    """A file's "size:mtime_ns", as run.json listed it before contents were hashed; None if it is gone."""
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return None
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def holds_results(out: Path) -> bool:

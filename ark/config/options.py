@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hydra.utils import instantiate
+from omegaconf import open_dict
 
 from ark.config.compose import compose, one_line
 from ark.config.location import option_names
@@ -61,10 +62,11 @@ def backbone_config(name: str, base_url: str | None = None, model: str | None = 
     if name not in choices:
         raise ValueError(f"unknown backbone {name!r}; valid backbones: {', '.join(choices)}")
     cfg = compose([f"backbone={name}"])
-    if base_url:
-        cfg.backbone.base_url = base_url
-    if model:
-        cfg.backbone.model = model
+    with open_dict(cfg.backbone):          # a backbone file need not name base_url (gpt-4.1 takes it from here)
+        if base_url:
+            cfg.backbone.base_url = base_url
+        if model:
+            cfg.backbone.model = model
     return instantiate(cfg.backbone)
 
 

@@ -2,7 +2,8 @@
 
 A `GraphSource` yields a `KnowledgeGraph` (``graph()``) and its query sets (``queries()``). The base
 class owns the graph cache: ``<root>/cache/<name>/`` (``root``: ARK_HOME by default, `ark.home`) is
-reused while the fingerprint of the source's input files is unchanged, and rebuilt (written beside, then
+reused while the fingerprint of the source's input files (their contents, hashed again only when a
+file's inode, ctime, size or mtime changed: `files_fingerprint`) is unchanged, and rebuilt (written beside, then
 swapped in, so parallel sweep jobs never read a half-written cache) when the inputs change or the cache
 is damaged. A subclass says how to build:
 
@@ -21,6 +22,7 @@ plus one YAML file in ``conf/graph/`` whose ``_target_`` names it. Nothing else 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,13 +37,66 @@ DEFAULT_ROOT = None   # a source's ``root`` default: ARK_HOME (`ark.home.ark_hom
 DEMO_SPLITS = ("train", "val", "test", "test-0.1", "test-mismatch")
 
 
-def files_fingerprint(files: Iterable[Path], base: Path | None = None) -> str:
-    """Hash of the names, sizes and modification times of ``files``: changes when any of them changes."""
+HASHES_FILE = "file_hashes.json"   # <root>/cache/: each input file's content hash under its cheap key
+RACY_S = 2.0     # a file changed this recently is hashed again next time (a later write may keep its times)
+_memo: dict[str, tuple[list, str]] = {}   # this process's hashes: path -> (cheap key, SHA-256)
+
+
+def _cheap_key(st) -> list:
+    """What every write changes and no copy tool can restore: the inode and the change time (ctime), with
+    size and mtime. ``cp -p``, ``rsync -t`` and ``touch -r`` keep size and mtime, never these."""
+    return [st.st_ino, st.st_ctime_ns, st.st_size, st.st_mtime_ns]
+
+
+def file_digest(path: Path, store: Path | None = None, _known: dict | None = None) -> str:
+    """SHA-256 of ``path``'s content, read again only when its cheap key (`_cheap_key`) differs from the
+    one it was hashed under (in this process, or in ``store``, a `HASHES_FILE`)."""
+    import time
+
+    p = Path(path)
+    st = p.stat()
+    name, key = str(p.resolve()), _cheap_key(st)
+    known = _known if _known is not None else _read_hashes(store)
+    for entry in (_memo.get(name), known.get(name)):
+        if entry is not None and list(entry[0]) == key:
+            return entry[1]
+    with open(p, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    if time.time() - max(st.st_ctime_ns, st.st_mtime_ns) / 1e9 > RACY_S:
+        _memo[name] = (key, digest)
+    return digest
+
+
+def _read_hashes(store: Path | None) -> dict:
+    if store is None:
+        return {}
+    try:
+        data = json.loads(Path(store).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def files_fingerprint(files: Iterable[Path], base: Path | None = None, store: Path | None = None) -> str:
+    """Hash of the names, sizes and content hashes (`file_digest`) of ``files``: changes when any of them
+    changes, whatever their times say; a copy of the same bytes keeps it (re-hashed, never rebuilt).
+    ``store``: where the hashes are kept between processes (written only where its folder exists)."""
     h = hashlib.sha256()
+    known = _read_hashes(store)
+    seen = {}
     for p in sorted(Path(f) for f in files):
-        st = p.stat()
         shown = p.relative_to(base) if base is not None else p.name
-        h.update(f"{shown}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        digest = file_digest(p, _known=known)
+        seen[str(p.resolve())] = digest
+        h.update(f"{shown}:{p.stat().st_size}:{digest}\n".encode())
+    if store is not None and Path(store).parent.is_dir():
+        fresh = {k: [list(_memo[k][0]), d] for k, d in seen.items() if k in _memo and _memo[k][1] == d
+                 and known.get(k) != [list(_memo[k][0]), d]}
+        if fresh:
+            try:   # a lost race with another job only costs that job's hashes: they are read again next time
+                atomic.write_json(store, {**_read_hashes(store), **fresh})
+            except OSError as e:
+                log.debug("file hashes not kept in %s: %s", store, e)
     return h.hexdigest()[:16]
 
 
@@ -72,7 +127,8 @@ class GraphSource:
 
     # ------------------------------------------------------------------ what a subclass provides
     def input_fingerprint(self) -> str:
-        """A short hash of the source's input files (names, sizes, times); changes when they change."""
+        """A short hash of the source's input files (names, sizes, contents: `files_fingerprint`); changes
+        when they change."""
         raise NotImplementedError
 
     def build(self) -> KnowledgeGraph:
@@ -98,8 +154,8 @@ class GraphSource:
         return {"graph": [], "queries": []}
 
     def queries_fingerprint(self) -> str:
-        """A short hash of the query files (names, sizes, times); changes when they change."""
-        return files_fingerprint(self.data_files()["queries"])
+        """A short hash of the query files (names, sizes, contents); changes when they change."""
+        return files_fingerprint(self.data_files()["queries"], store=self.hash_store)
 
     def splits(self) -> list[str]:
         """The names of the source's query splits (`check_settings` asks before anything is loaded)."""
@@ -109,6 +165,11 @@ class GraphSource:
     @property
     def cache_dir(self) -> Path:
         return self.root / "cache" / self.name
+
+    @property
+    def hash_store(self) -> Path:
+        """Where the input files' content hashes are kept (`files_fingerprint`), one file for the root."""
+        return self.root / "cache" / HASHES_FILE
 
     def graph(self, rebuild: bool = False) -> KnowledgeGraph:
         """The graph, from the cache when it was built from the inputs now on disk, else built."""
@@ -141,6 +202,7 @@ class GraphSource:
         # build beside, then swap in: parallel sweep jobs never read each other's half-written cache
         with atomic.building_dir(cdir) as tmp:
             graph.save(tmp)
+        self.input_fingerprint()      # now that <root>/cache exists: its files' hashes kept for the next process
         return KnowledgeGraph.load(cdir)
 
     def describe(self) -> dict:
@@ -195,7 +257,8 @@ class StarkSource(GraphSource):
 
     def input_fingerprint(self) -> str:
         skb = self.raw_root / "skb" / self.name
-        return self._with_edges(files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb))
+        return self._with_edges(files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb,
+                                                 self.hash_store))
 
     def data_files(self) -> dict[str, list[Path]]:
         def under(folder: Path) -> list[Path]:
@@ -248,7 +311,8 @@ class DemoSource(StarkSource):
 
     def input_fingerprint(self) -> str:
         skb = self.raw_root / "skb" / "demo"
-        return self._with_edges(files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb))
+        return self._with_edges(files_fingerprint((p for p in skb.rglob("*") if p.is_file()) if skb.exists() else [], skb,
+                                                 self.hash_store))
 
     def build(self) -> KnowledgeGraph:
         from ark.data import stark

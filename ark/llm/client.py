@@ -253,11 +253,12 @@ class BackboneConfig:
                              f"valid: {list(TOOL_CHOICES)}")
         if self.http not in TRANSPORTS:
             raise ValueError(f"unknown http transport {self.http!r}; valid: {list(TRANSPORTS)}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if self.max_retries < 0 or self.max_tokens <= 0 or self.timeout_s <= 0:
-            raise ValueError("max_retries must be >= 0, max_tokens and timeout_s > 0 "
-                             f"(got {self.max_retries}, {self.max_tokens}, {self.timeout_s})")
+        for key, rule in NUMBERS.items():      # each bad value named with its key and valid range
+            _check_number(key, getattr(self, key), *rule)
+        for key in ("supports_tool_choice", "parallel_tool_calls"):
+            v = getattr(self, key)
+            if not isinstance(v, bool) and not (v is None and key == "parallel_tool_calls"):
+                raise ValueError(f"{key} must be true or false, got {v!r}")
         self.extra_body = _plain(self.extra_body or {})
         self.agent = _plain(self.agent or {})
         self.price = _plain(self.price) if self.price is not None else None
@@ -279,6 +280,28 @@ class BackboneConfig:
     def to_dict(self) -> dict:
         """Plain dict, safe to save (it holds env-var names only)."""
         return asdict(self)
+
+
+# number settings: (whole number only, lowest value, lowest excluded, highest value or None, null allowed)
+NUMBERS = {"temperature": (False, 0, False, 2, False), "top_p": (False, 0, True, 1, True),
+           "max_tokens": (True, 1, False, None, False), "seed": (True, None, False, None, True),
+           "timeout_s": (False, 0, True, None, False), "max_retries": (True, 0, False, None, False),
+           "backoff_base_s": (False, 0, False, None, False), "backoff_max_s": (False, 0, False, None, False)}
+
+
+def _check_number(key: str, v, whole: bool, low, low_open: bool, high, nullable: bool) -> None:
+    """``v`` as `NUMBERS` says, or a ValueError naming ``key``, its valid range and the value given."""
+    if v is None and nullable:
+        return
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (not whole or isinstance(v, int)) and \
+        v == v and (low is None or (v > low if low_open else v >= low)) and (high is None or v <= high)
+    if not ok:
+        what = "a whole number" if whole else "a number"
+        if low is not None and high is not None:
+            what += f" from {low}{' (excluded)' if low_open else ''} to {high}"
+        elif low is not None:
+            what += f" {'>' if low_open else '>='} {low}"
+        raise ValueError(f"{key} must be {what}{' or null' if nullable else ''}, got {v!r}")
 
 
 def _named_price(price: Mapping[str, Any]) -> tuple[float, float]:

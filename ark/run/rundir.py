@@ -11,7 +11,7 @@ how tables and figures name a run. A run directory is
                             or "none"), split, run_name, and "identity" (every resolved setting that changes
                             results, flattened, secrets redacted, and "data.graph"/"data.queries": the
                             fingerprints of the graph's input and query files) with its "fingerprint", and
-                            "data_files" (each input file's "size:mtime_ns") (ark.config.identity; absent
+                            "data_files" (each input file's "size:sha256:<16 hex>") (ark.config.identity; absent
                             in bare runner runs)
       run.lock              held (flock) by the process writing the run; refuses a second writer
       config.yaml           the resolved Hydra config, secrets removed (ark.config.evaluation)

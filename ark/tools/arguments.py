@@ -105,6 +105,11 @@ def _as_offset(value) -> int:
     return offset
 
 
+# the longest query search_graph and explore_neighbors take: longer ones are refused before any work (a
+# 10 MB query was tokenized and scored in full, a stdio MCP server answering nothing else meanwhile)
+QUERY_MAX_CHARS = 4000
+
+
 def _as_query(value, required: bool) -> str | None:
     if value is None:
         if required:
@@ -114,4 +119,7 @@ def _as_query(value, required: bool) -> str | None:
         value = str(value)
     if not isinstance(value, str):
         raise ToolInputError(f"query must be a string of keywords, not {_show(value)}")
+    if len(value) > QUERY_MAX_CHARS:
+        raise ToolInputError(f"query is {len(value):,} characters long; the limit is {QUERY_MAX_CHARS:,} "
+                             "characters: send a few keywords")
     return value

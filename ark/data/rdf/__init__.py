@@ -51,13 +51,15 @@ formats are parsed into an rdflib graph first. The mapping:
 Other settings: ``format`` (instead of the suffix), ``class_type`` (the type of a class node without
 one of its own), ``names`` (``local``/``prefixed`` type and relation names), ``ignore`` (namespaces or
 properties whose triples are skipped; default SHACL, ``sh:``), ``candidate_types`` (rank only these
-types). Properties in settings are prefixed names (the file's prefixes and `PREFIXES`) or full IRIs.
+types), ``remote_contexts`` (JSON-LD: fetch an ``@context`` given by URL; off, such a context is refused
+and a build never opens a URL). Properties in settings are prefixed names (the file's prefixes and `PREFIXES`) or full IRIs.
 
 Queries are optional, in the tables format (`ark.data.tables`: ``id``, ``query``, ``answers`` as IRIs,
 ``split``), in ``<file stem>.queries.<ext>`` or ``queries.<ext>`` beside the RDF file, or named by
 ``queries``. Bad input raises `RdfError`, one line naming the file, before anything is written: broken
 syntax (with the line as the parser reports it), an IRI used as class and instance, a type-less node
-under ``default_type: null``, an empty graph, unknown settings.
+under ``default_type: null``, an empty graph, unknown settings, and hostile input (`ark.data.rdf.read`:
+nested XML entities, a remote JSON-LD context); a long literal is read in linear time.
 
     python experiments/run.py graph=rdf graph.path=my_kg.ttl graph.name=my_kg
     ark build --graph my_kg.ttl [--set classes=true]    # build and print the statistics

@@ -34,7 +34,7 @@ class RdfSource(TablesSource):
                  name_properties: Sequence[str] = ("rdfs:label", "skos:prefLabel"),
                  text_properties: Sequence[str] | None = None, languages: Sequence[str] | str | None = ("en",),
                  names: str = "local", ignore: Sequence[str] = ("sh:",),
-                 candidate_types: Sequence[str] | str | None = None):
+                 candidate_types: Sequence[str] | str | None = None, remote_contexts: bool = False):
         self.path = Path(path)
         if self.path.is_dir() or not self.path.exists():
             raise RdfError(f"{self.path}: no such RDF file (the rdf graph reads one file: "
@@ -54,6 +54,7 @@ class RdfSource(TablesSource):
         self.languages = [x.lower() for x in langs] if langs is not None else None
         self.ignore = _as_list(ignore, "ignore") or []
         self.candidate_types = _as_list(candidate_types, "candidate_types")
+        self.remote_contexts = _as_bool(remote_contexts, "remote_contexts")   # JSON-LD: fetch @context URLs
         # settings checked now against the well-known prefixes; the file's own prefixes count at build
         self._resolve_settings(PREFIXES, where, strict=False)
         self.folder = None          # for the inherited tables query reading: no settings file
@@ -99,7 +100,7 @@ class RdfSource(TablesSource):
         missing = self.problems()
         if missing:
             raise RdfError(missing[0])
-        return short_hash(files_fingerprint(self._input_files()), json.dumps(
+        return short_hash(files_fingerprint(self._input_files(), store=self.hash_store), json.dumps(
             [MAPPING_VERSION, self._settings(), [str(p.resolve()) for p in self._input_files()]], sort_keys=True))
 
     @property
@@ -114,7 +115,7 @@ class RdfSource(TablesSource):
 
     # ------------------------------------------------------------------ graph
     def build(self) -> KnowledgeGraph:
-        triples, prefixes = read_triples(self.path, self.format)
+        triples, prefixes = read_triples(self.path, self.format, remote_contexts=self.remote_contexts)
         self._resolve_settings(prefixes, f"{self.path} settings")   # now with the file's own prefixes
         c = collect(triples, self._ignore_terms)
         graph, stats = Converter(self, c, prefixes).convert()

@@ -143,7 +143,7 @@ class TablesSource(GraphSource):
         missing = self.problems()
         if missing:
             raise TablesError(missing[0])
-        h = files_fingerprint(self._input_files())
+        h = files_fingerprint(self._input_files(), store=self.hash_store)
         return short_hash(h, json.dumps(
             [self.candidate_types, self.template, [str(p.resolve()) for p in self._input_files()]]))
 

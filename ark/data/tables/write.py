@@ -27,8 +27,8 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, fmt: str = "par
     this function wrote). Written beside and renamed into place.
 
     ``out`` must be new or empty; ``force`` replaces only a folder that an earlier export wrote (its
-    ``graph.json`` carries the mark, and it holds nothing but the export's own files), never the working
-    directory or one of its parents. Anything else is refused with one line (`check_export_target`)."""
+    ``graph.json`` carries the mark and lists the files written, ``"files"``, and it holds nothing but
+    those, each a plain file), never the working directory or one of its parents. Anything else is refused with one line (`check_export_target`)."""
     fmts = {"parquet": ".parquet", "csv": ".csv", "jsonl": ".jsonl"}
     if fmt not in fmts:
         raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(fmts)}")
@@ -59,6 +59,7 @@ def export(graph: KnowledgeGraph, out: Path | str, queries=None, fmt: str = "par
         _write(edges, tmp / f"edges{fmts[fmt]}", fmt)
         if queries is not None and len(queries):
             _write(_query_table(queries, ext, fmt), tmp / f"queries{fmts[fmt]}", fmt)
+        settings["files"] = sorted(p.name for p in tmp.iterdir())     # what force may replace, and only it
         (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1, ensure_ascii=False))
     return out
 
@@ -69,7 +70,7 @@ _EXPORTED = re.compile(r"^(?:nodes|edges|queries)\.(?:parquet|csv|jsonl)$")
 def check_export_target(out: Path | str, force: bool = False) -> None:
     """Raise ValueError, one line, unless `export` may write ``out``: a new or empty folder, or with
     ``force`` a folder an earlier export wrote (``graph.json`` with ``"format": "ark-tables/1"`` and
-    only the export's own files). The working directory and its parents are never replaced."""
+    only the files it lists, each a plain file: a folder or a link of the same name is someone else's). The working directory and its parents are never replaced."""
     out = Path(out)
     where, cwd = out.resolve(), Path.cwd().resolve()
     if where == cwd or where in cwd.parents:
@@ -83,14 +84,24 @@ def check_export_target(out: Path | str, force: bool = False) -> None:
     if not force:
         raise ValueError(f"{out} exists and is not empty; choose another folder (force replaces only a "
                          "folder an earlier export wrote)")
+    marker = out / SETTINGS_FILE
     try:
-        mark = json.loads((out / SETTINGS_FILE).read_text()).get("format")
+        settings = json.loads(marker.read_text()) if marker.is_file() and not marker.is_symlink() else None
+        mark = settings.get("format")
     except (OSError, ValueError, AttributeError):
-        mark = None
+        settings, mark = None, None
     if mark != EXPORT_FORMAT:
         raise ValueError(f"{out} was not written by an export (no {SETTINGS_FILE} with \"format\": "
                          f"\"{EXPORT_FORMAT}\"); force replaces only such a folder: choose a new folder")
-    foreign = sorted(p.name for p in out.iterdir() if p.name != SETTINGS_FILE and not _EXPORTED.match(p.name))
+    # the files the export listed in its mark (an export that wrote no list: its own names), plain files only
+    listed = settings.get("files")
+    ours = {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else None
+
+    def written(p: Path) -> bool:
+        return (_EXPORTED.match(p.name) is not None and (ours is None or p.name in ours)
+                and p.is_file() and not p.is_symlink())
+
+    foreign = sorted(p.name for p in out.iterdir() if p.name != SETTINGS_FILE and not written(p))
     if foreign:
         raise ValueError(f"{out} holds {foreign[0]!r}" + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
                          + ", which no export wrote; force does not replace it: move it out or choose a new folder")
