@@ -60,11 +60,14 @@ def backbone_config(name: str, base_url: str | None = None, model: str | None = 
     choices = option_names("backbone")
     if name not in choices:
         raise ValueError(f"unknown backbone {name!r}; valid backbones: {', '.join(choices)}")
+    from omegaconf import open_dict
+
     cfg = compose([f"backbone={name}"])
-    if base_url:
-        cfg.backbone.base_url = base_url
-    if model:
-        cfg.backbone.model = model
+    with open_dict(cfg):   # a hosted backbone's config names no base_url: the provider's is the default
+        if base_url:
+            cfg.backbone.base_url = base_url
+        if model:
+            cfg.backbone.model = model
     return instantiate(cfg.backbone)
 
 
