@@ -25,7 +25,8 @@ while one is running. A sweep over a setting that is not in the directory name (
 each point its own directory, the setting appended to its name (``..._test_seed1``; `ark.config.sweep`).
 A paid run is forecast, confirmed above ``confirm_usd`` and capped by ``max_cost_usd`` (`ark.config.plan`):
 
-    python experiments/run.py graph=prime estimate=true                  # the forecast (pilot where needed)
+    python experiments/run.py graph=prime estimate=true                  # the forecast: free, no LLM call
+    python experiments/run.py graph=prime pilot=true max_cost_usd=5      # a pilot of 10 queries, its own directory
     python experiments/run.py -m experiment=table1 max_cost_usd=200       # a capped sweep
 
 It exits with 3 (`ark.run.summary.INCOMPLETE_EXIT`) when the run, or a run of the sweep, ended not complete

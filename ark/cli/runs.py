@@ -32,7 +32,7 @@ def _compose(overrides, config_name: str = "config"):
 def _sweep(task, config_name: str, overrides, job_name: str) -> int:
     """A Hydra multirun of ``task``, once the sweep is prepared (`ark.config.sweep.prepare`: every point
     composed, so a bad option or override is one line before any job starts; directories, forecast,
-    confirmation and ledger of a paid sweep; ``estimate=true`` stops after the forecast); its exit
+    confirmation and ledger of a paid sweep; ``estimate=true`` stops after the forecast, ``pilot=true`` after the pilots); its exit
     status (`ark.config.sweep.exit_status`: 3 when a run is not complete)."""
     from ark.config.app import launch
     from ark.config.sweep import exit_status, prepare

@@ -58,8 +58,9 @@ def exit_status(argv: Sequence[str], config_name: str) -> int:
 def command_line(argv: Sequence[str], config_name: str) -> list[str]:
     """``argv`` (a script's ``sys.argv``) as Hydra should see it: the same, with the overrides a prepared
     sweep adds; an unknown key stops the process with one line (exit 2), a bad setting of a paid sweep with
-    its lines, ``estimate=true`` of a sweep once the forecast is printed (exit 0). Hydra's own flags
-    (``--cfg``, ``--help``...) and the errors Hydra reports itself (an unknown option) pass to Hydra."""
+    its lines, ``estimate=true`` of a sweep once the forecast is printed and ``pilot=true`` once its pilots
+    ran (exit 0; 3 when a pilot did not finish). Hydra's own flags (``--cfg``, ``--help``...) and the
+    errors Hydra reports itself (an unknown option) pass to Hydra."""
     from hydra._internal.utils import get_args_parser
 
     from ark.config.compose import compose, one_line
