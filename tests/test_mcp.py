@@ -360,8 +360,9 @@ def test_beyond_loopback_every_request_needs_the_token_and_an_allowed_origin(tmp
     env = {k: v for k, v in ENV.items() if k != "ARK_MCP_TOKEN"}
     if given:
         env["ARK_MCP_TOKEN"] = "a-token-of-the-operators-choosing"
+    allowed = [] if given else ["--allow-origin", "https://app.example.org"]   # none allowed by default
     proc = subprocess.Popen([sys.executable, "-m", "ark", *mcp_args(tmp_path / "data", backbone),
-                             "--http", f"0.0.0.0:{port}", "--allow-origin", "https://app.example.org"],
+                             "--http", f"0.0.0.0:{port}", *allowed],
                             env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/mcp"
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -393,7 +394,8 @@ def test_beyond_loopback_every_request_needs_the_token_and_an_allowed_origin(tmp
                         await s.initialize()
                         return await s.call_tool(SEARCH, {"query": SEARCHES[0], "k": 4})
 
-        result = anyio.run(call, {"authorization": f"Bearer {token}", "origin": "https://app.example.org"})
+        origin = {} if given else {"origin": "https://app.example.org"}   # a client without a browser's Origin
+        result = anyio.run(call, {"authorization": f"Bearer {token}", **origin})
         assert result.content[0].text == expected_searches(agent_tools)[0]
     finally:
         err = _stop(proc)

@@ -275,9 +275,7 @@ def test_reproduce_table1_without_a_terminal_is_refused_before_any_call(server, 
 def test_a_run_or_sweep_the_cap_stopped_exits_with_3_and_says_its_cap_in_full(server, tmp_path, capsys):
     """Scripts and schedulers tell a run the cap stopped from a complete one: ``ark run`` (one run and a
     sweep) exits with INCOMPLETE_EXIT; a cap below a cent is printed as given, not as $0.00."""
-    from ark.run.summary import INCOMPLETE_EXIT
-
-    assert INCOMPLETE_EXIT not in (0, 1, 2)
+    INCOMPLETE_EXIT = 3   # the documented status (docs/configuration.md), not 0, 1 (Python) or 2 (refused)
     assert main(["run", *_overrides(server, tmp_path, "limit=4", "max_cost_usd=0.0001")]) == INCOMPLETE_EXIT
     out = capsys.readouterr().out
     assert "INCOMPLETE (budget): the spending cap max_cost_usd=0.0001 is reached" in out
