@@ -175,7 +175,8 @@ def confirm(amount: float, cfg: DictConfig, what: str) -> None:
     said = f"{what} may spend up to ${money(amount)}, above confirm_usd={limit:g}"
     if not sys.stdin.isatty():
         raise SystemExit(f"{said}, and there is no terminal to confirm on: rerun with yes=true to start it, "
-                         "max_cost_usd=... to cap it, or estimate=true to see the forecast first")
+                         "max_cost_usd=... to cap it, estimate=true to see the forecast first (free) or "
+                         "pilot=true to measure it on a few queries first")
     try:
         answer = input(f"{said}. Start? [y/N] ")
     except EOFError:
