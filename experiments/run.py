@@ -25,8 +25,12 @@ while one is running. A sweep over a setting that is not in the directory name (
 each point its own directory, the setting appended to its name (``..._test_seed1``; `ark.config.sweep`).
 A paid run is forecast, confirmed above ``confirm_usd`` and capped by ``max_cost_usd`` (`ark.config.plan`):
 
-    python experiments/run.py graph=prime estimate=true                  # the forecast (pilot where needed)
+    python experiments/run.py graph=prime estimate=true                  # the forecast: free, no LLM call
+    python experiments/run.py graph=prime pilot=true max_cost_usd=5      # a pilot of 10 queries, its own directory
     python experiments/run.py -m experiment=table1 max_cost_usd=200       # a capped sweep
+
+It exits with 3 (`ark.run.summary.INCOMPLETE_EXIT`) when the run, or a run of the sweep, ended not complete
+(the spending cap, failed queries): rerunning the same command resumes it.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from ark.config.app import command_line
+from ark.config.app import command_line, exit_status
 from ark.config.evaluation import job
 from ark.config.location import conf_dir
 
@@ -49,3 +53,4 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     sys.argv = command_line(sys.argv, "config")   # keys checked, a sweep prepared (ark.config.sweep)
     main()
+    sys.exit(exit_status(sys.argv, "config"))   # a sweep: 3 when one of its runs is not complete

@@ -3,8 +3,8 @@
     python scripts/bench_forecast.py                    # the demo's test split (480 queries), ARK t20_n3, GPT-4.1 prices
     python scripts/bench_forecast.py --split val --pilot 20
 
-One run of ``ark.config.evaluation.run`` with ``estimate=true`` (the pilot: the run on its first ``--pilot``
-queries, then the forecast of the rest), then the real run over the whole split, both with the real
+One run of ``ark.config.evaluation.run`` with ``pilot=true`` (the pilot: the run on its first ``--pilot``
+queries) and one with ``estimate=true`` (the forecast of the rest), then the real run over the whole split, both with the real
 ``gpt-4.1`` backbone config sent to the scripted OpenAI-compatible server (tests/helpers/scripted_server.py),
 which answers with `tests.helpers.policies.ark_like`: trajectories shaped like GPT-4.1's (a search of the
 question, then searches and neighbor explorations, then select and finish; 2 to 12 steps per agent) and
@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"paths.runs={tmp}/runs", f"paths.llm_cache={tmp}/llm.sqlite", f"split={a.split}",
                      "progress=false", "n_boot=200", "yes=true", *([f"limit={a.limit}"] if a.limit else [])]
         t0 = time.perf_counter()
-        (fc,) = run(compose([*overrides, "estimate=true", f"estimate_queries={a.pilot}"]))["estimate"]
+        run(compose([*overrides, "pilot=true", f"estimate_queries={a.pilot}"]))
+        (fc,) = run(compose([*overrides, "estimate=true"]))["estimate"]
         t1 = time.perf_counter()
         summary = run(compose(overrides))
         t2 = time.perf_counter()

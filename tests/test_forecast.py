@@ -77,3 +77,15 @@ def test_only_runs_of_the_same_settings_are_drawn_on(tmp_path):
     costs = measured_costs([same])
     assert sorted(costs) == ["0", "1"]                    # ok records only
     assert costs["1"] == QueryCost("1", 0.2, 5, 10, 1)    # calls: its agents' steps
+
+
+def test_amounts_are_printed_with_the_digits_that_tell_them_apart():
+    """Every US$ amount ARK prints goes through `money`: amounts below a cent keep two significant digits
+    (a cap of $0.0001 is not $0.00), larger ones are cents with thousands separated."""
+    from ark.cost.prices import money
+
+    amounts = [0.0001, 0.00012, 0.0002, 0.001, 0.012, 0.05, 0.41, 1234.5]
+    shown = [money(a) for a in amounts]
+    assert len(set(shown)) == len(amounts)
+    assert [float(s.replace(",", "")) for s in shown] == pytest.approx(amounts, rel=0.05)
+    assert (money(0), money(1234.5)) == ("0.00", "1,234.50")

@@ -320,3 +320,132 @@ def test_a_port_in_use_and_a_stray_base_url_are_one_line(tmp_path, capsys):
     assert main(["mcp", "--graph", str(KG), "--root", str(root), "--backbone", "gpt-5"]) == 2
     assert capsys.readouterr().err.startswith("ark mcp: error: unknown backbone 'gpt-5'; valid backbones: ")
     assert not root.exists()
+
+
+# --- who may call, and what ask may spend --------------------------------------------------------------
+def _started(proc, port: int) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"ark mcp exited: {proc.stderr.read()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError("ark mcp did not listen within 120 s")
+
+
+def _stop(proc) -> str:
+    proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err
+
+
+@pytest.mark.parametrize("given", [True, False])
+def test_beyond_loopback_every_request_needs_the_token_and_an_allowed_origin(tmp_path, agent_tools, backbone,
+                                                                               given):
+    """``--http 0.0.0.0:PORT``: without the bearer token (ARK_MCP_TOKEN, or the one printed once on stderr)
+    or from a foreign Origin a request is refused before it reaches a tool; with it, the SDK's client is
+    served as on loopback."""
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    port = free_port()
+    env = {k: v for k, v in ENV.items() if k != "ARK_MCP_TOKEN"}
+    if given:
+        env["ARK_MCP_TOKEN"] = "a-token-of-the-operators-choosing"
+    allowed = [] if given else ["--allow-origin", "https://app.example.org"]   # none allowed by default
+    proc = subprocess.Popen([sys.executable, "-m", "ark", *mcp_args(tmp_path / "data", backbone),
+                             "--http", f"0.0.0.0:{port}", *allowed],
+                            env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    plain = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    try:
+        _started(proc, port)
+        token = env.get("ARK_MCP_TOKEN")
+        if token is None:   # made at start and printed once: read it from stderr
+            line = ""
+            while "the token" not in line:
+                line = proc.stderr.readline()
+                assert line, "no token printed"
+            token = line.rsplit(": ", 1)[1].strip()
+            assert len(token) >= 16
+        with httpx2.Client(timeout=30) as h:
+            refused = {
+                "no token": h.post(url, json=init, headers=plain).status_code,
+                "wrong token": h.post(url, json=init, headers={**plain, "authorization": "Bearer nope"}).status_code,
+                "foreign origin and host": h.post(url, json=init, headers={
+                    **plain, "authorization": f"Bearer {token}", "origin": "http://evil.example",
+                    "host": "evil.example"}).status_code}
+        assert refused == {"no token": 401, "wrong token": 401, "foreign origin and host": 403}
+
+        async def call(headers):
+            async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+                async with streamable_http_client(url, http_client=http) as (read, write):
+                    async with ClientSession(read, write) as s:
+                        await s.initialize()
+                        return await s.call_tool(SEARCH, {"query": SEARCHES[0], "k": 4})
+
+        origin = {} if given else {"origin": "https://app.example.org"}   # a client without a browser's Origin
+        result = anyio.run(call, {"authorization": f"Bearer {token}", **origin})
+        assert result.content[0].text == expected_searches(agent_tools)[0]
+    finally:
+        err = _stop(proc)
+    if given:   # the operator's token is never printed; a token made at start is printed once (read above)
+        assert "a-token-of-the-operators-choosing" not in err and "the token (set ARK_MCP_TOKEN" not in err
+    else:
+        assert token not in err
+
+
+def test_ask_spends_under_its_own_cap_and_then_refuses_in_one_line(tmp_path, monkeypatch):
+    """``--ask-max-usd``: asks of a paid backbone (gpt-4.1 prices, the scripted server billing realistic
+    usage) are answered with what ask has paid so far until the cap is reached; then each ask is refused in
+    one line and no further call is billed; what was billed stays within the cap."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from ark.cost.prices import PRICES
+    from tests.helpers.scripted_server import with_usage
+
+    cap = 0.05
+    with ScriptedServer(responder=lambda r: with_usage(r, search_select_finish(r))) as paid:
+        args = ["mcp", "--graph", str(KG), "--root", str(tmp_path / "data"), "--backbone", "gpt-4.1",
+                "--base-url", paid.base_url, "--no-cache", "--n-agents", "2", "--t-max", "5", "--ask-max-usd", str(cap)]
+        params = StdioServerParameters(command=sys.executable, args=["-m", "ark", *args], cwd=str(REPO),
+                                       env={**ENV, "OPENAI_API_KEY": "sk-scripted-" + "0" * 20})
+        got = []
+
+        async def run():
+            async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    for i in range(20):
+                        got.append(await s.call_tool("ask", {"question": f"{QUESTION} ({i})"}))
+                        if got[-1].is_error:
+                            break
+                    before = paid.calls
+                    got.append(await s.call_tool("ask", {"question": QUESTION}))
+                    got.append(paid.calls - before)
+
+        anyio.run(run)
+        price = PRICES["gpt-4.1"]
+        billed = sum((r.prompt_tokens * price.input_per_m + r.completion_tokens * price.output_per_m) / 1e6
+                     for r in (with_usage(q, search_select_finish(q)) for q in paid.requests))
+    *answers, refused, again, calls_after = got
+    assert answers and not any(a.is_error for a in answers)
+    spent = [a.structured_content["spend"] for a in answers]
+    assert all(s["ask_cap_usd"] == cap for s in spent)
+    assert 0 < spent[0]["ask_paid_usd"] < spent[-1]["ask_paid_usd"] <= cap   # what ask has paid, as it grows
+    for r in (refused, again):
+        text = r.content[0].text
+        assert r.is_error and text.count("\n") == 0
+        assert "ask is refused: its spending cap --ask-max-usd=0.05 is reached (ask has paid $" in text
+    assert calls_after == 0            # once reached, no call is made
+    assert billed <= cap

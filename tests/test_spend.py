@@ -1,5 +1,5 @@
 """Paid runs under control, against the scripted OpenAI-compatible server standing in for OpenAI: the
-forecast and its pilot (whose replies the real run does not pay for again), the confirmation refused
+forecast (no call), the pilot (a step of its own, whose replies the real run does not pay for again), the confirmation refused
 without a terminal, the spending cap (a run stopped at the cap, resumed with a higher one, no reply paid
 twice, the totals adding up), and the recorded model the provider answered with.
 
@@ -51,34 +51,61 @@ def _price(prompt: int, completion: int) -> float:
     return (prompt * p.input_per_m + completion * p.output_per_m) / 1e6
 
 
-def test_estimate_pilots_then_the_run_pays_no_call_twice(server, tmp_path, capsys):
-    est = run(compose(_overrides(server, tmp_path, "limit=12", "estimate=true", "estimate_queries=4")))
+def test_estimate_makes_no_call_and_writes_nothing(server, tmp_path, capsys):
+    """``estimate=true`` on a paid run nothing is measured for: the worst case and the token model's
+    figure, printed; no LLM call, no directory (``out_dir=`` given or not)."""
+    for extra in ([], [f"out_dir={tmp_path}/mine"]):
+        est = run(compose(_overrides(server, tmp_path, "limit=12", "estimate=true", "estimate_queries=4", *extra)))
+        printed = capsys.readouterr().out
+        (f,) = est["estimate"]
+        assert (f["queries"], f["to_pay"], f["basis"]) == (12, 12, "worst case")
+        assert 0 < f["typical_usd"] < f["usd"]
+        assert "nothing is measured for 1 point(s)" in printed and "pilot=true runs a pilot of their first 4" in printed
+        assert server.calls == 0 and not (tmp_path / "runs").exists() and not (tmp_path / "mine").exists()
+
+
+def test_the_pilot_is_a_step_of_its_own_asked_for_and_the_run_after_it_pays_no_call_twice(server, tmp_path, capsys,
+                                                                                           monkeypatch):
+    """``pilot=true``: forecast and confirmed like a run (refused without a terminal above confirm_usd), run
+    in a directory of its own (not the run's ``out_dir``), and the forecast after it rests on it; the run
+    with the same ``out_dir`` then starts, and pays for no reply of the pilot again."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))     # no terminal
+    mine = tmp_path / "mine"
+    args = _overrides(server, tmp_path, "limit=12", f"out_dir={mine}")
+    assert main(["run", *args, "pilot=true", "estimate_queries=4", "confirm_usd=0.0001"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ark run: error: the pilot (default/demo/ark-gpt-4.1-t5_n2-full_test_limit4_pilot) may "
+                          "spend up to $") and "confirm_usd=0.0001" in err
+    assert server.calls == 0 and not mine.exists()
+
+    assert main(["run", *args, "pilot=true", "estimate_queries=4", "confirm_usd=0.0001", "yes=true"]) == 0
     printed = capsys.readouterr().out
-    runs = tmp_path / "runs" / "default" / "demo"
-    pilot_dir, run_dir = runs / "ark-gpt-4.1-t5_n2-full_test_limit4", runs / "ark-gpt-4.1-t5_n2-full_test_limit12"
-    # the pilot's cost is stated before it starts; it is the run on its first 4 queries, in its own directory
-    said = printed.index("pilot of default/demo/ark-gpt-4.1-t5_n2-full_test_limit12: its first 4 queries x 2 agents, about $")
-    assert said < printed.index(f"{pilot_dir}: 4/4 ok")
-    assert not run_dir.exists()                       # estimate=true runs nothing but the pilot
+    pilot_dir = tmp_path / "runs" / "default" / "demo" / "ark-gpt-4.1-t5_n2-full_test_limit4_pilot"
+    assert RunDir(pilot_dir).complete and not mine.exists()
+    # its price was stated before it started; the forecast after it rests on its 4 queries
+    assert printed.index("the pilot, forecast (US$") < printed.index(f"{pilot_dir}: 4/4 ok")
+    assert "pilot default/demo/ark-gpt-4.1-t5_n2-full_test_limit4_pilot: paid $" in printed
+    assert "4 queries" in printed.split("4/4 ok")[1]
+    pilot_requests = {_digest(r) for r in server.requests}
+    assert pilot_requests
+
+    est = run(compose([*args, "estimate=true"]))
     (f,) = est["estimate"]
     assert (f["queries"], f["replayed"], f["to_pay"], f["rests_on"], f["basis"]) == (12, 4, 8, 4, "measured")
     assert 0 < f["low"] <= f["usd"] <= f["high"]
-    assert "forecast (US$ at ark/cost/prices.py's prices of" in printed and "4 queries" in printed
-    pilot_requests = {_digest(r) for r in server.requests}
-
     before = len(server.requests)
-    summary = run(compose(_overrides(server, tmp_path, "limit=12")))
+    summary = run(compose([*args, "yes=true"]))
     assert summary["status"] == "complete" and summary["forecast_usd"] == pytest.approx(f["usd"])
     real = [_digest(r) for r in server.requests[before:]]
     assert real and not set(real) & pilot_requests          # the pilot's 4 queries came from the LLM cache
     assert len(set(real)) == len(real)                       # and no call of the run was made twice
     # the recorded model is the one the provider answered with, for every reply (cached ones too)
-    steps = sum(a["steps"] for r in RunDir(run_dir).records() for a in r["agents"])
+    steps = sum(a["steps"] for r in RunDir(mine).records() for a in r["agents"])
     assert summary["answered_models"] == {SNAPSHOT: steps}
-    # what is measured now answers the forecast: no pilot, nothing left to pay
-    again = run(compose(_overrides(server, tmp_path, "limit=12", "estimate=true", "estimate_queries=4")))
-    assert "pilot of" not in capsys.readouterr().out
+    # what is measured now answers the forecast, and a pilot has nothing to do
+    again = run(compose([*args, "estimate=true"]))
     assert (again["estimate"][0]["done"], again["estimate"][0]["to_pay"]) == (12, 0)
+    assert run(compose([*args, "pilot=true", "estimate_queries=4"]))["pilot"] == []
 
 
 def test_a_paid_run_above_confirm_usd_is_refused_without_a_terminal(server, tmp_path, capsys, monkeypatch):
@@ -102,8 +129,8 @@ def test_a_paid_run_above_confirm_usd_is_refused_without_a_terminal(server, tmp_
     assert server.calls == 0 and not (tmp_path / "runs").exists()
     # a cap within confirm_usd needs no confirmation
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    assert main(["run", *_overrides(server, tmp_path, "limit=2", "confirm_usd=0.05", "max_cost_usd=0.05")]) == 0
-    assert server.calls > 0
+    status = main(["run", *_overrides(server, tmp_path, "limit=2", "confirm_usd=0.05", "max_cost_usd=0.05")])
+    assert status in (0, 3) and server.calls > 0   # started without asking (3: the cap then stopped it)
 
 
 def test_the_cap_stops_a_run_a_higher_cap_resumes_it_and_nothing_is_paid_twice(server, tmp_path, capsys):
@@ -184,9 +211,9 @@ def test_a_sweep_points_bar_shows_the_sweeps_spend_so_far_over_its_cap(tmp_path)
 
 
 def test_the_pilot_first_recipe_through_make(server, tmp_path):
-    """``make reproduce-table1 ARGS="... limit=6 estimate=true"`` (a pilot of 3 queries, the forecast, no
-    table), then the same without ``estimate=true``: the run pays for no reply of the pilot again, and the
-    table is built."""
+    """``make reproduce-table1 ARGS="... limit=6 estimate=true"`` (the forecast: no call, no directory),
+    ``... pilot=true`` (a pilot of 3 queries in its own directory, then the forecast; no table), then the
+    same without either: the run pays for no reply of the pilot again, and the table is built."""
     import subprocess
     import sys
 
@@ -204,10 +231,14 @@ def test_the_pilot_first_recipe_through_make(server, tmp_path):
 
     est = make("estimate=true estimate_queries=3")
     assert est.returncode == 0, est.stdout + est.stderr
+    assert server.calls == 0 and not list((tmp_path / "runs").rglob("predictions.jsonl"))
+    assert "worst case" in est.stdout and "pilot=true runs a pilot of their first 3" in est.stdout
+    est = make("pilot=true estimate_queries=3 yes=true")
+    assert est.returncode == 0, est.stdout + est.stderr
     runs = tmp_path / "runs" / "table1" / "demo"
-    assert sorted(p.name for p in runs.iterdir()) == ["ark-gpt-4.1-t5_n2-full_test_limit3"]   # the pilot only
-    assert "pilot of table1/demo/ark-gpt-4.1-t5_n2-full_test_limit6: its first 3 queries x 2 agents" in est.stdout
-    assert "rests on" in est.stdout and "3 queries" in est.stdout and not (tmp_path / "table").exists()
+    assert sorted(p.name for p in runs.iterdir()) == ["ark-gpt-4.1-t5_n2-full_test_limit3_pilot"]   # the pilot only
+    assert "pilot table1/demo/ark-gpt-4.1-t5_n2-full_test_limit3_pilot: paid $" in est.stdout
+    assert "3 queries" in est.stdout.split("paid $")[-1] and not (tmp_path / "table").exists()
     pilot = {_digest(r) for r in server.requests}
     assert pilot
 
@@ -239,3 +270,37 @@ def test_reproduce_table1_without_a_terminal_is_refused_before_any_call(server, 
     assert "above confirm_usd=5, and there is no terminal to confirm on: rerun with yes=true" in refusal
     assert after.endswith("the table1 sweep stopped on the error above; rerun once it is fixed (finished runs are kept)")
     assert server.calls == 0 and not list((tmp_path / "runs").rglob("predictions.jsonl"))
+
+
+def test_a_run_or_sweep_the_cap_stopped_exits_with_3_and_says_its_cap_in_full(server, tmp_path, capsys):
+    """Scripts and schedulers tell a run the cap stopped from a complete one: ``ark run`` (one run and a
+    sweep) exits with INCOMPLETE_EXIT; a cap below a cent is printed as given, not as $0.00."""
+    INCOMPLETE_EXIT = 3   # the documented status (docs/configuration.md), not 0, 1 (Python) or 2 (refused)
+    assert main(["run", *_overrides(server, tmp_path, "limit=4", "max_cost_usd=0.0001")]) == INCOMPLETE_EXIT
+    out = capsys.readouterr().out
+    assert "INCOMPLETE (budget): the spending cap max_cost_usd=0.0001 is reached" in out
+    assert "capped at $0.0001" in out and server.calls == 0   # no call fits under a hundredth of a cent
+    # a sweep with one point stopped by the cap: the launching process exits 3 and names the run
+    assert main(["run", "-m", *_overrides(server, tmp_path, "limit=3,4", "max_cost_usd=0.05", "concurrency=1",
+                                          f"hydra.sweep.dir={tmp_path}/runs/default")]) == INCOMPLETE_EXIT
+    err = capsys.readouterr().err
+    assert "INCOMPLETE:" in err and "ark-gpt-4.1-t5_n2-full_test_limit4" in err and "(exit 3)" in err
+    # once complete (a higher cap, the same command), 0
+    assert main(["run", "-m", *_overrides(server, tmp_path, "limit=3,4", "max_cost_usd=5", "concurrency=1",
+                                          f"hydra.sweep.dir={tmp_path}/runs/default")]) == 0
+    assert main(["run", *_overrides(server, tmp_path, "limit=4", "max_cost_usd=5")]) == 0
+
+
+def test_python_experiments_run_exits_3_when_the_cap_stops_the_run(server, tmp_path):
+    """``python experiments/run.py`` (Hydra's own entry point) exits with 3 for a run the cap stopped."""
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO
+
+    done = subprocess.run([sys.executable, str(REPO / "experiments" / "run.py"),
+                           *_overrides(server, tmp_path, "limit=3", "max_cost_usd=0.001")],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "INCOMPLETE (budget): the spending cap max_cost_usd=0.001 is reached" in done.stdout

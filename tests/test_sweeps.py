@@ -83,7 +83,8 @@ def test_max_cost_usd_caps_a_sweep_of_two_parallel_points(tmp_path, monkeypatch)
                 "hydra.launcher.n_jobs=2"]
         env = {"OPENAI_API_KEY": "sk-scripted-" + "0" * 20}
         done = _sweep(tmp_path, *args, f"max_cost_usd={cap}", env=env)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 3, done.stderr           # the cap stopped the sweep: incomplete, not 0
+        assert "INCOMPLETE: 2 of the sweep's 2 runs did not finish every query (exit 3)" in done.stderr
         runs = [RunDir(tmp_path / "runs" / "default" / "demo" / f"ark-gpt-4.1-t5_n2-full_{split}_limit8")
                 for split in ("test", "val")]
         (ledger_file,) = (tmp_path / "runs" / "default" / ".sweeps").glob("*.jsonl")

@@ -128,6 +128,8 @@ def ask(question: str, graph, tools, backbone, n_agents: int = 3, t_max: int = 2
         llm = LLMClient(backbone, cache=llm_cache)
         retriever = ARKRetriever(_ReportingLLM(llm, reporter), _ReportingTools(tools, reporter), graph, config)
         retrieval = _run(retriever, question)
+    from ark.cost.prices import money
+
     stops = [t.stop_reason for t in retrieval.trajectories]
     votes = Counter(i for r in retrieval.agent_rankings for i in r)
     table = Table(title="fused answer", title_justify="left")
@@ -140,7 +142,7 @@ def ask(question: str, graph, tools, backbone, n_agents: int = 3, t_max: int = 2
         table.add_row(str(r), shown, graph.node_name(i), graph.node_type_name(i), f"{votes[i]}/{n_agents}")
     console.print(table if retrieval.ranking else Text("no node was selected", style="bold red"))
     console.print(Text(f"stop reasons: {', '.join(stops)}; tokens {retrieval.prompt_tokens + retrieval.completion_tokens:,}"
-                       f", ${retrieval.cost_usd:.4f}, {retrieval.latency_s:.1f} s", style="dim"))
+                       f", ${money(retrieval.cost_usd)}, {retrieval.latency_s:.1f} s", style="dim"))
     return 1 if stops and all(s == "error" for s in stops) else 0
 
 

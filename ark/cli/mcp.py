@@ -29,15 +29,30 @@ tools run in the SDK's worker threads (the tool set is safe to share), ``ask`` i
   ``ark ask`` runs it); returns the ranked nodes (id, internal id, name, type, votes), each agent's
   trajectory summary (its calls, stop reason, selection) and the cost (tokens, US$), as structured
   output and as JSON text. Every agent failing is a tool error in one line; some failing, status
-  ``degraded`` with their errors.
+  ``degraded`` with their errors. ``ask`` spends under a cap of its own (``--ask-max-usd``, default
+  `ASK_CAP_USD`, for the server's whole life; `ark.cost.cap.Budget`): a call starts only when its worst
+  case fits, each answer says what ask has paid so far (``spend``), and once the cap is reached every ask
+  is a tool error in one line, with no call made.
+- **Who may call.** On a loopback address (127.0.0.1, ::1, localhost) the server is today's: the SDK
+  accepts local Host and Origin headers only, and no token. Bound beyond loopback (``--http
+  0.0.0.0:8765``), every request must carry ``Authorization: Bearer <token>``: the token in
+  `TOKEN_ENV` (``ARK_MCP_TOKEN``), else one made at start and printed once on stderr, never written
+  elsewhere; a request with an ``Origin`` header (a browser's) must come from an origin of
+  ``--allow-origin`` (none by default). Refused requests get 401 or 403 and reach no tool
+  (`Guard`). Setting `TOKEN_ENV` asks for the token on loopback too.
 """
 
 from __future__ import annotations
 
+import hmac
 import inspect
+import ipaddress
 import json
+import os
+import secrets
 import socket
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,6 +60,9 @@ from pydantic import BaseModel, ConfigDict
 
 GRAPH_URI = "ark://graph"   # the resource describing the served graph
 HTTP_PATH = "/mcp"          # the SDK's default path of its streamable HTTP transport
+TOKEN_ENV = "ARK_MCP_TOKEN" # the bearer token a server beyond loopback asks for (else one is made)
+MIN_TOKEN_CHARS = 16
+ASK_CAP_USD = 1.0           # what ask may spend in one server's life unless --ask-max-usd says otherwise
 
 
 def _tool(tools, spec: dict):
@@ -134,6 +152,11 @@ class Cost(BaseModel):
     usd: float               # at the backbone's price table (cached replies keep their first cost)
 
 
+class Spend(BaseModel):
+    ask_paid_usd: float      # what ask has paid since the server started (this answer included)
+    ask_cap_usd: float | None   # its cap (--ask-max-usd)
+
+
 class Answer(BaseModel):
     question: str
     status: str              # ok | degraded (some agents failed)
@@ -145,6 +168,7 @@ class Answer(BaseModel):
     model: str
     n_agents: int
     t_max: int
+    spend: Spend | None = None
 
 
 @dataclass
@@ -157,28 +181,50 @@ class Asker:
     t_max: int = 20
     llm_cache: str | None = None
     top: int = 20
+    cap_usd: float | None = ASK_CAP_USD   # what ask may spend in this server's life (None: no cap)
+    budget: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        from ark.cost.cap import Budget
         from ark.llm.client import LLMClient
 
+        if self.cap_usd is not None and self.cap_usd < 0:
+            raise ValueError(f"--ask-max-usd takes US$ >= 0, got {self.cap_usd}")
         LLMClient(self.backbone)   # the backbone's credentials, checked before the server starts
+        self.budget = Budget(self.cap_usd, label="mcp ask")   # shared by every ask of this server
+
+    def refusal(self) -> str:
+        """The one line of an ask refused at the cap."""
+        from ark.cost.prices import money
+
+        return (f"ask is refused: its spending cap --ask-max-usd={money(self.cap_usd)} is reached (ask has paid "
+                f"${money(self.budget.paid)} since this server started); restart ark mcp with a higher "
+                "--ask-max-usd to ask more")
 
     async def __call__(self, question: str, top: int | None = None) -> Answer:
         from ark.agent import AgentConfig, ARKRetriever
         from ark.llm.client import LLMClient
 
+        from ark.cost.cap import stopped_by_budget
+
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; ask one question in words")
+        if self.budget.exhausted:
+            raise ValueError(self.refusal())
         # one client per call: its HTTP connections live in this call's task, closed however it ends
-        retriever = ARKRetriever(LLMClient(self.backbone, cache=self.llm_cache), self.tools, self.tools.graph,
-                                 AgentConfig(t_max=self.t_max, n_agents=self.n_agents))
+        retriever = ARKRetriever(LLMClient(self.backbone, cache=self.llm_cache, budget=self.budget), self.tools,
+                                 self.tools.graph, AgentConfig(t_max=self.t_max, n_agents=self.n_agents))
         try:
             retrieval = await retriever.aretrieve(question)
         finally:
             await retriever.aclose()
+        if stopped_by_budget(retrieval.error) or any(stopped_by_budget(t.error) for t in retrieval.trajectories):
+            raise ValueError(self.refusal())   # cut short at the cap: no partial answer passed off as one
         if retrieval.error:
             raise RuntimeError(retrieval.error)
-        return self.answer(question, retrieval, top or self.top)
+        answer = self.answer(question, retrieval, top or self.top)
+        answer.spend = Spend(ask_paid_usd=self.budget.paid, ask_cap_usd=self.cap_usd)
+        return answer
 
     def answer(self, question: str, retrieval, top: int) -> Answer:
         g, ids = self.tools.graph, self.tools.ids
@@ -283,10 +329,73 @@ def check_listen(host: str, port: int) -> None:
             raise ValueError(f"--http {host}:{port}: cannot listen there ({e.strerror})") from None
 
 
-def serve(server, http: tuple[str, int] | None = None) -> None:
-    """Run ``server`` on stdio, or on streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted."""
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is only this machine's loopback."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        addrs = {i[4][0] for i in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except socket.gaierror:
+        return False
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+
+
+def bearer_token(host: str, environ=os.environ) -> tuple[str | None, bool]:
+    """(the token requests must carry, whether it was made here): `TOKEN_ENV`'s when set, else a new one
+    beyond loopback; (None, False) on loopback without `TOKEN_ENV` (no token asked for)."""
+    given = environ.get(TOKEN_ENV)
+    if given is not None:
+        if len(given.strip()) < MIN_TOKEN_CHARS:
+            raise ValueError(f"{TOKEN_ENV} is too short: use at least {MIN_TOKEN_CHARS} characters "
+                             "(python -c 'import secrets; print(secrets.token_urlsafe(32))' makes one)")
+        return given.strip(), False
+    if is_loopback(host):
+        return None, False
+    return secrets.token_urlsafe(32), True
+
+
+class Guard:
+    """ASGI middleware in front of the SDK's HTTP app: a request without ``Authorization: Bearer <token>``
+    gets 401, one whose ``Origin`` is not in ``origins`` 403; neither reaches the server."""
+
+    def __init__(self, app, token: str, origins: Sequence[str] = ()):
+        self.app, self.origins = app, {o.rstrip("/") for o in origins}
+        self._want = f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
+            origin = headers.get("origin")
+            if origin is not None and origin.decode("latin-1").rstrip("/") not in self.origins:
+                return await _refuse(send, 403, "origin not allowed (ark mcp --allow-origin)")
+            if not hmac.compare_digest(headers.get("authorization", b""), self._want):
+                return await _refuse(send, 401, "a bearer token is required (Authorization: Bearer ...)",
+                                     [(b"www-authenticate", b"Bearer")])
+        await self.app(scope, receive, send)
+
+
+async def _refuse(send, status: int, text: str, extra: list | None = None) -> None:
+    body = text.encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode()), *(extra or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serve(server, http: tuple[str, int] | None = None, token: str | None = None,
+          origins: Sequence[str] = ()) -> None:
+    """Run ``server`` on stdio, or on streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted; with
+    ``token``, behind `Guard` (the token and ``origins`` checked on every request)."""
     if http is None:
         server.run("stdio")
         return
     host, port = http
-    server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+    if token is None:
+        server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+        return
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    uvicorn.run(Guard(app, token, origins), host=host, port=port, log_level=server.settings.log_level.lower())

@@ -12,7 +12,9 @@ None of them calls an LLM but ``table1 --reproduce``, which first checks what th
 STaRK files of each graph, the API key of each paid backbone; `ark.config.prerequisites.sweep_problems`)
 and stops with each fix when something is missing, then runs ``ark run -m experiment=table1`` in a
 process of its own (rerunning resumes; the sweep is forecast, confirmed above ``confirm_usd`` and capped
-by ``max_cost_usd`` there, `ark.config.sweep`; with ``estimate=true`` only the forecast is printed).
+by ``max_cost_usd`` there, `ark.config.sweep`; with ``estimate=true`` only the forecast is printed, with
+``pilot=true`` only the pilots run). It exits with the sweep's status: 3 when a run ended not complete,
+and then builds no table.
 """
 
 from __future__ import annotations
@@ -81,11 +83,17 @@ def cmd_table1(args) -> int:
     if rc == 2:   # refused before it started (a setting, a confirmation) or stopped on a setting: the line above
         say("the table1 sweep stopped on the error above; rerun once it is fixed (finished runs are kept)")
         return rc
+    from ark.run.summary import INCOMPLETE_EXIT
+
+    if rc == INCOMPLETE_EXIT:   # the sweep ran, and a run is not complete (the line above names it)
+        say("the table1 sweep ended incomplete (see above); no table is built: rerun the same command, with a "
+            "higher max_cost_usd when the cap stopped it, to resume")
+        return rc
     if rc != 0:
         say(f"the table1 sweep exited with {rc}; rerun the same command to resume")
         return rc
-    if any(o.replace(" ", "").lower() == "estimate=true" for o in args.overrides):
-        return 0   # a forecast: nothing was run, so no table to build
+    if any(o.replace(" ", "").lower() in ("estimate=true", "pilot=true") for o in args.overrides):
+        return 0   # a forecast, or pilots: the table's runs were not run, so no table to build
     build_table1(args.runs, "table1", args.paper, args.out)
     return 0
 

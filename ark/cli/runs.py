@@ -10,6 +10,9 @@ with `ark.config.compose.compose` and run by the same library calls as the Hydra
 (`ark.config.evaluation.run`, `ark.config.jobs.diagnose`); with ``-m`` every point of the sweep is composed
 first (a bad option is one line before any job starts), then the arguments go to Hydra itself
 (`ark.config.app.launch`: sweeps, launchers), as ``python experiments/run.py -m`` would take them.
+``ark run`` exits with 0 when its run (every run of its sweep) is complete, 2 when it was refused before it
+started, and 3 (`ark.run.summary.INCOMPLETE_EXIT`) when it ended with queries not done: the spending cap
+reached, failed or degraded queries.
 """
 
 from __future__ import annotations
@@ -26,33 +29,37 @@ def _compose(overrides, config_name: str = "config"):
     return compose(overrides, config_name)
 
 
-def _sweep(task, config_name: str, overrides, job_name: str) -> None:
+def _sweep(task, config_name: str, overrides, job_name: str) -> int:
     """A Hydra multirun of ``task``, once the sweep is prepared (`ark.config.sweep.prepare`: every point
     composed, so a bad option or override is one line before any job starts; directories, forecast,
-    confirmation and ledger of a paid sweep; ``estimate=true`` stops after the forecast)."""
+    confirmation and ledger of a paid sweep; ``estimate=true`` stops after the forecast, ``pilot=true`` after the pilots); its exit
+    status (`ark.config.sweep.exit_status`: 3 when a run is not complete)."""
     from ark.config.app import launch
-    from ark.config.sweep import prepare
+    from ark.config.sweep import exit_status, prepare
 
     prepared = prepare(overrides, config_name)
-    if prepared is not None:
-        launch(task, config_name, ["-m", *prepared], job_name=job_name)
+    if prepared is None:
+        return 0
+    launch(task, config_name, ["-m", *prepared], job_name=job_name)
+    return exit_status(prepared, config_name)
 
 
 def cmd_run(args) -> int:
     from ark.config import evaluation
 
+    from ark.run.summary import INCOMPLETE_EXIT
+
     if args.multirun:
-        _sweep(evaluation.job, "config", args.overrides, "run")
-    else:
-        evaluation.run(_compose(args.overrides))
-    return 0
+        return _sweep(evaluation.job, "config", args.overrides, "run")
+    result = evaluation.run(_compose(args.overrides))
+    return 0 if evaluation.finished(result) else INCOMPLETE_EXIT   # the summary said which queries and why
 
 
 def cmd_diagnose(args) -> int:
     from ark.config import jobs
 
     if args.multirun:
-        _sweep(jobs.diagnose, "diagnose", args.overrides, "diagnose")
+        return _sweep(jobs.diagnose, "diagnose", args.overrides, "diagnose")
     else:
         jobs.diagnose(_compose(args.overrides, "diagnose"))
     return 0

@@ -82,12 +82,21 @@ def cmd_mcp(args) -> int:
     from pathlib import Path
 
     from ark.cli.common import say
-    from ark.cli.mcp import HTTP_PATH, Asker, build_server, check_listen, parse_http, serve
+    from ark.cli.mcp import ASK_CAP_USD, HTTP_PATH, TOKEN_ENV, Asker, bearer_token, build_server, check_listen, parse_http, serve
+    from ark.cost.prices import money
     from ark.llm.local_server import serving
 
     http = parse_http(args.http) if args.http else None
+    token, made = None, False
     if http:
         check_listen(*http)                       # before the graph is loaded
+        token, made = bearer_token(http[0])
+    if args.allow_origin and token is None:
+        raise CLIError("--allow-origin is for a server that asks for a token (bound beyond loopback, or with "
+                       f"{TOKEN_ENV} set); on loopback only local origins are accepted")
+    ask_cap = ASK_CAP_USD if args.ask_max_usd is None else args.ask_max_usd
+    if not ask_cap >= 0:
+        raise CLIError(f"--ask-max-usd takes US$ >= 0, got {ask_cap:g}")
     backbone = None
     if args.backbone:
         from ark.config.options import backbone_config
@@ -102,15 +111,24 @@ def cmd_mcp(args) -> int:
         cache = None if args.no_cache else str(Path(args.root) / "cache" / "llm" / f"{backbone.name}.sqlite")
         if cache:
             Path(cache).parent.mkdir(parents=True, exist_ok=True)
-        asker = Asker(tools, backbone, n_agents=args.n_agents, t_max=args.t_max, llm_cache=cache)
+        asker = Asker(tools, backbone, n_agents=args.n_agents, t_max=args.t_max, llm_cache=cache,
+                      cap_usd=ask_cap)
     server = build_server(tools, name=f"ark-{graph.name}", asker=asker, verbose=getattr(args, "verbose", False))
     served = ", ".join(tools.tool_names + (["ask"] if asker else []))
     where = f"http://{http[0]}:{http[1]}{HTTP_PATH} (streamable HTTP; Ctrl-C stops)" if http else "stdio"
     say(f"ark mcp: {graph.name} ({graph.num_nodes:,} nodes, {tools.ids.space} ids): {served} and the "
         f"ark://graph resource on {where}")
+    if asker is not None:
+        say(f"ark mcp: ask may spend up to ${money(ask_cap)} in this server's life (--ask-max-usd); "
+            "each answer says what it has paid")
+    if token is not None:
+        say(f"ark mcp: every request needs 'Authorization: Bearer <token>'; browser origins allowed: "
+            f"{', '.join(args.allow_origin) or 'none'} (--allow-origin)")
+        if made:   # printed here once, written nowhere else
+            say(f"ark mcp: the token (set {TOKEN_ENV} to choose it): {token}")
     with serving(backbone):   # backbone=local: llama.cpp for as long as the server runs
         try:
-            serve(server, http)
+            serve(server, http, token=token, origins=args.allow_origin)
         except KeyboardInterrupt:
             pass
     return 0
@@ -148,5 +166,14 @@ def register(sub) -> None:
                              "http://HOST:PORT/mcp, one graph for every client.")
     add_tool_args(p)
     p.add_argument("--http", default=None, metavar="HOST:PORT",
-                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (e.g. 127.0.0.1:8765)")
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (e.g. 127.0.0.1:8765); "
+                        "beyond loopback every request needs a bearer token: $ARK_MCP_TOKEN, else one printed "
+                        "once at start")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a browser origin allowed to call a server that asks for a token, e.g. "
+                        "https://app.example.org (repeatable; default none: requests with an Origin header "
+                        "are refused)")
+    p.add_argument("--ask-max-usd", type=float, default=None, metavar="USD",
+                   help="what ask may spend in this server's life (default 1 US$, ark.cli.mcp.ASK_CAP_USD); "
+                        "once reached, ask is refused in one line")
     add_agent_args(p, backbone_default=None, whose="ask's")

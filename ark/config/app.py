@@ -41,11 +41,26 @@ def launch(task: Callable, config_name: str, args: Sequence[str], job_name: str,
         sys.argv = saved
 
 
+def exit_status(argv: Sequence[str], config_name: str) -> int:
+    """The exit status of a decorated script once Hydra returned: for a sweep (``-m``), 3 when one of its
+    runs is not complete (`ark.config.sweep.exit_status`); 0 otherwise (a single run that is not
+    complete has exited with 3 from its job, `ark.config.evaluation.job`)."""
+    from hydra._internal.utils import get_args_parser
+
+    from ark.config.sweep import exit_status as sweep_status
+
+    args = get_args_parser().parse_args(list(argv[1:]))
+    if not args.multirun or args.help or args.hydra_help or args.cfg or args.info:
+        return 0
+    return sweep_status(args.overrides, config_name)
+
+
 def command_line(argv: Sequence[str], config_name: str) -> list[str]:
     """``argv`` (a script's ``sys.argv``) as Hydra should see it: the same, with the overrides a prepared
     sweep adds; an unknown key stops the process with one line (exit 2), a bad setting of a paid sweep with
-    its lines, ``estimate=true`` of a sweep once the forecast is printed (exit 0). Hydra's own flags
-    (``--cfg``, ``--help``...) and the errors Hydra reports itself (an unknown option) pass to Hydra."""
+    its lines, ``estimate=true`` of a sweep once the forecast is printed and ``pilot=true`` once its pilots
+    ran (exit 0; 3 when a pilot did not finish). Hydra's own flags (``--cfg``, ``--help``...) and the
+    errors Hydra reports itself (an unknown option) pass to Hydra."""
     from hydra._internal.utils import get_args_parser
 
     from ark.config.compose import compose, one_line

@@ -114,7 +114,7 @@ def spend_problems(cfg: DictConfig) -> list[str]:
     def number(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool)
 
-    for key in ("estimate", "yes"):
+    for key in ("estimate", "pilot", "yes"):
         if not isinstance(cfg.get(key), bool):
             bad(key, "use true or false")
     if not (isinstance(cfg.estimate_queries, int) and not isinstance(cfg.estimate_queries, bool)

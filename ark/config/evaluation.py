@@ -15,7 +15,10 @@ factory of `ark.config.retrievers`), the queries run
 printed. The run directory is ``out_dir`` (its shard directory when ``shard`` is set).
 
 `job` is the ``@hydra.main`` task: `run`, and on a stop before the run began, the removal of the
-directory Hydra made for it (`remove_unstarted`).
+directory Hydra made for it (`remove_unstarted`). A single run that ends not complete (the spending cap,
+failed or degraded queries) exits with ``INCOMPLETE_EXIT`` (3, `ark.run.summary`) once its summary is
+printed; a sweep's points return, and the process that launched the sweep exits with it when any point is
+not complete (`ark.config.sweep.exit_status`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ark.config.checks import check_settings
 from ark.config.identity import (DATA_FILES, add_data_identity, check_same_run, check_stale_records, fingerprint,
                                  run_identity, run_info)
 from ark.config.prerequisites import check_prerequisites
+from ark.cost.prices import money
 from ark.data.stark import StarkFileError
 from ark.llm.local_server import serving
 from ark.report import comparison
@@ -40,6 +44,17 @@ from ark.run import runner, shards
 from ark.run.logger import redact
 from ark.run.rundir import RunDir, RunDirInUse, run_lock
 from ark.run.settings import RunSettings
+from ark.run.summary import INCOMPLETE_EXIT
+
+
+def finished(result: dict) -> bool:
+    """Whether what `run` returned ended as it should: a forecast, pilots that are all complete, or a
+    complete run; `job` and ``ark run`` exit with ``INCOMPLETE_EXIT`` otherwise."""
+    if "estimate" in result:
+        return True
+    if "pilot" in result:
+        return all(s.get("complete", False) for s in result["pilot"])
+    return bool(result.get("complete", False))
 
 
 def run_dir(cfg: DictConfig) -> Path:
@@ -62,8 +77,10 @@ def run(cfg: DictConfig) -> dict:
     add_data_identity(info, source)      # the graph's and queries' fingerprints: their files are there now
     info["fingerprint"] = fingerprint(info["identity"])
     check_same_run(Path(cfg.out_dir), info)
-    if cfg.get("estimate"):   # the forecast (pilots where nothing is known), and no run
-        return {"estimate": [f.as_summary() for f in plan.estimate([cfg], run)]}
+    if cfg.get("pilot"):      # the pilot, in a directory of its own, then the forecast; not the run
+        return {"pilot": plan.pilot([cfg], run)}
+    if cfg.get("estimate"):   # the forecast, no LLM call, and no run
+        return {"estimate": [f.as_summary() for f in plan.estimate([cfg])]}
     spend_plan = plan.prepare(cfg, source, info["identity"])   # paid: forecast, confirmation, the cap's ledgers
     reference = _reference_run(cfg)
     try:
@@ -147,7 +164,7 @@ def _print_summary(out: Path, summary: dict) -> None:
     state = summary["status"] if summary["complete"] else summary["status"].upper()
     print(f"{out}: {summary['n_ok']}/{summary['n']} ok, {summary['n_degraded']} degraded, "
           f"{summary['n_failed']} failed ({state}); "
-          f"tokens {summary['tokens']['total']:,}, ${summary['cost_usd']:.2f}")
+          f"tokens {summary['tokens']['total']:,}, ${money(summary['cost_usd'])}")
     for name, v in summary["metrics"].items():
         print(f"  {name:>10} {100 * v['mean']:6.2f}  [{100 * v['ci_low']:.2f}, {100 * v['ci_high']:.2f}]")
     if summary.get("warning"):
@@ -183,6 +200,7 @@ def job(cfg: DictConfig) -> None:
     `run`, and when it stops before the run began, the directory Hydra made for it removed. Third-party
     log lines are left out unless ``verbose=true`` (`ark.logs.setup`)."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     from ark import logs
     from ark.config.job_dirs import made_by_hydra
@@ -200,5 +218,8 @@ def job(cfg: DictConfig) -> None:
     except SystemExit:
         unstarted()
         raise
-    if "estimate" in result:   # a forecast, no run
+    if "estimate" in result or "pilot" in result:   # a forecast, or pilots in directories of their own
         unstarted()
+    if not finished(result) and HydraConfig.get().mode == RunMode.RUN:
+        raise SystemExit(INCOMPLETE_EXIT)
+    return result

@@ -56,7 +56,7 @@ NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progr
                 "search.setup.build_embeddings", "encoder.encoder.models_dir", "encoder.encoder.cache",
                 "encoder.encoder.batch_size", "encoder.encoder.threads",
                 # spending: how much may be spent and how fast, never what a reply says (ark.config.plan)
-                "estimate", "estimate_queries", "confirm_usd", "yes", "max_cost_usd", "sweep_ledger",
+                "estimate", "pilot", "estimate_queries", "confirm_usd", "yes", "max_cost_usd", "sweep_ledger",
                 "run_dir_suffix", "backbone.rpm", "backbone.tpm", "backbone.price")
 ARK_ONLY = ("backbone", "budget", "ablation")
 TARGET = "_target_"   # Hydra's class import path: not a setting

@@ -22,6 +22,8 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from ark.cost.prices import money
+
 
 def embed(cfg: DictConfig):
     """Build (or reuse) the node embeddings of ``cfg``'s graph and encoder; returns them."""
@@ -95,7 +97,7 @@ def collect(cfg: DictConfig) -> dict:
     with serving(backbone):
         summary = asyncio.run(go())
     print(f"{out}: {summary['trajectories']} trajectories from {summary['queries_ok']}/{summary['queries']} queries, "
-          f"{summary['prompt_tokens'] + summary['completion_tokens']:,} tokens, ${summary['cost_usd']:.2f}"
+          f"{summary['prompt_tokens'] + summary['completion_tokens']:,} tokens, ${money(summary['cost_usd'])}"
           + ("  [rejection-sampled: USES LABELS]" if summary["uses_labels"] else ""))
     return summary
 

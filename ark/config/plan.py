@@ -7,11 +7,14 @@ A run is paid when ARK calls a backbone of a paid provider (openai, azure) at a 
 - the forecast (`ark.cost.forecast`) draws on what is known first: the run's own directory, run
   directories of the same settings (whose replies the LLM cache holds, so their queries cost nothing
   again) and, within a sweep, the queries an earlier point of the same settings pays for;
-- ``estimate=true`` prints the forecast per point and in total, then exits. A paid point with fewer
-  than ``estimate_queries`` measured queries is first measured by a pilot: the run itself with
-  ``limit=estimate_queries`` in its usual directory (``..._limit10``), whose expected cost (the token
-  model) is stated before it starts, which spends at most ``confirm_usd`` without asking, and whose
-  replies stay in the LLM cache, so the real run pays for them once;
+- ``estimate=true`` prints the forecast per point and in total, then exits: no LLM call, nothing
+  written. A paid point nothing is measured for is forecast by its worst case, and the token model of
+  typical trajectories (`ark.cost.forecast.TokenModel.typical`) says what it would cost;
+- ``pilot=true`` is the step that measures: for each paid point with fewer than ``estimate_queries``
+  measured queries, the run itself on its first ``estimate_queries`` queries, in a directory of its own
+  (`pilot_config`: ``<paths.runs>/<experiment>/<graph>/<run>_limit10_pilot``, never the run's
+  ``out_dir``), forecast, confirmed and capped like any run; its replies stay in the LLM cache, so the
+  real run pays for them once, and the forecast printed after it rests on it;
 - a run whose spend at risk exceeds ``confirm_usd`` asks on a terminal, and without one (CI, SLURM,
   nohup) refuses in one line unless ``yes=true``. At risk: the forecast's 95% high end, or without a
   measurement the worst case of its settings (`ark.cost.forecast.TokenModel.worst`), and never more
@@ -19,8 +22,9 @@ A run is paid when ARK calls a backbone of a paid provider (openai, azure) at a 
 - the run spends under an `ark.cost.cap.Budget`: ``max_cost_usd`` caps the run's own ledger
   (``<run dir>/spend.jsonl``), or in a sweep its sweep's ledger (``sweep_ledger``).
 
-    from ark.config.plan import estimate, prepare
-    forecasts = estimate([cfg], run)           # estimate=true (pilots, ark.config.evaluation.run, where nothing is known)
+    from ark.config.plan import estimate, pilot, prepare
+    forecasts = estimate([cfg])                # estimate=true: printed, no LLM call
+    summaries = pilot([cfg], run)              # pilot=true: the pilots (ark.config.evaluation.run), then the forecast
     plan = prepare(cfg, source, identity)      # ark.config.evaluation.run: None for a free run
     budget = plan.budget(out_dir)              # once the run holds its directory
 """
@@ -40,7 +44,7 @@ from omegaconf import DictConfig, open_dict
 from ark.cost import forecast as fc
 from ark.cost.cap import Budget
 from ark.cost.ledger import RUN_LEDGER, Ledger
-from ark.cost.prices import PRICES_AS_OF, Price, resolve_price
+from ark.cost.prices import PRICES_AS_OF, Price, money, resolve_price
 from ark.run import measured, shards
 
 PAID_PROVIDERS = ("openai", "azure")
@@ -135,7 +139,7 @@ def forecasts(points: Sequence[Point]) -> list[fc.Forecast]:
         else:
             n_agents = p.cfg.budget.agent.n_agents
             f = fc.worst_case(p.name, len(to_pay), len(p.keys), _worst_model(p.cfg), n_agents, price_of(p.cfg),
-                              len(done), len(replayed))
+                              len(done), len(replayed), typical=fc.TokenModel.typical())
         out.append(f)
     return out
 
@@ -156,9 +160,10 @@ def one_line(f: fc.Forecast) -> str:
     """A forecast in one line."""
     head = f"{f.to_pay:,} of {f.queries:,} queries to pay for"
     if f.basis == "measured":
-        return (f"{head}, about ${f.usd:,.2f} [95%: {f.low:,.2f}, {f.high:,.2f}] (rests on {f.rests_on} "
+        return (f"{head}, about ${money(f.usd)} [95%: {money(f.low)}, {money(f.high)}] (rests on {f.rests_on} "
                 f"measured queries)")
-    return f"{head}, at most ${f.usd:,.2f} (the worst case of its settings: nothing measured yet)"
+    typical = f"; about ${money(f.typical_usd)} by the token model" if f.typical_usd is not None else ""
+    return f"{head}, at most ${money(f.usd)} (the worst case of its settings: nothing measured yet{typical})"
 
 
 def confirm(amount: float, cfg: DictConfig, what: str) -> None:
@@ -167,10 +172,11 @@ def confirm(amount: float, cfg: DictConfig, what: str) -> None:
     limit = float(cfg.confirm_usd)
     if amount <= limit or cfg.yes:
         return
-    said = f"{what} may spend up to ${amount:,.2f}, above confirm_usd={limit:g}"
+    said = f"{what} may spend up to ${money(amount)}, above confirm_usd={limit:g}"
     if not sys.stdin.isatty():
         raise SystemExit(f"{said}, and there is no terminal to confirm on: rerun with yes=true to start it, "
-                         "max_cost_usd=... to cap it, or estimate=true to see the forecast first")
+                         "max_cost_usd=... to cap it, estimate=true to see the forecast first (free) or "
+                         "pilot=true to measure it on a few queries first")
     try:
         answer = input(f"{said}. Start? [y/N] ")
     except EOFError:
@@ -212,45 +218,81 @@ def prepare(cfg: DictConfig, source=None, identity: dict | None = None) -> Plan 
     forecast = _sweep_forecast(cfg) if cfg.get("sweep_ledger") else None
     if forecast is None:
         (f,) = forecasts([point(cfg, source, identity)])
-        print(f"{point_name(cfg)}: {one_line(f)}" + (f"; capped at ${cfg.max_cost_usd:,.2f}"
+        print(f"{point_name(cfg)}: {one_line(f)}" + (f"; capped at ${money(cfg.max_cost_usd)}"
                                                       if cfg.max_cost_usd is not None else ""), flush=True)
         confirm(at_risk([f], cfg.max_cost_usd), cfg, f"this run ({point_name(cfg)})")
         forecast = f.as_summary()
     return Plan(cfg.max_cost_usd, forecast, cfg.get("sweep_ledger"), f"{cfg.graph.name}/{cfg.run_dir_name}")
 
 
-def _pilot(cfg: DictConfig, n: int) -> DictConfig:
-    """The pilot of a run: the run itself on its first ``n`` queries, spending at most ``confirm_usd``."""
+def pilot_config(cfg: DictConfig, n: int) -> DictConfig:
+    """The pilot of the run ``cfg``: the run itself on its first ``n`` queries, in a directory of its own
+    under ``paths.runs`` (``<experiment>/<graph>/<run>_limit<n>_pilot``, wherever the run's ``out_dir``
+    points), where forecasts of the run's settings find what it measured."""
     p = copy.deepcopy(cfg)
-    cap = float(cfg.confirm_usd) if cfg.max_cost_usd is None else min(float(cfg.confirm_usd), float(cfg.max_cost_usd))
     with open_dict(p):
-        p.limit, p.shard, p.estimate, p.yes, p.max_cost_usd, p.sweep_ledger = n, None, False, True, cap, None
+        p.limit, p.shard, p.estimate, p.pilot, p.sweep_ledger = n, None, False, False, None
+        p.run_dir_suffix = f"{cfg.get('run_dir_suffix') or ''}_pilot"
+        p.out_dir = str(Path(p.paths.runs) / str(p.experiment_name) / str(p.graph.name) / str(p.run_dir_name))
     return p
 
 
-def estimate(cfgs: Sequence[DictConfig], run) -> list[fc.Forecast]:
+def _note_unmeasured(forecast: Sequence[fc.Forecast], cfgs: Sequence[DictConfig]) -> None:
+    """Under the table: the points nothing is measured for, what the token model expects them to cost, and
+    the step that measures them (``pilot=true``)."""
+    worst = [(f, c) for f, c in zip(forecast, cfgs) if f.basis == "worst case" and f.to_pay]
+    if not worst:
+        return
+    typical = sum(f.typical_usd or 0.0 for f, _ in worst)
+    n = int(cfgs[0].estimate_queries)
+    print(f"nothing is measured for {len(worst)} point(s): their figures are the worst case of their settings; "
+          f"by the token model of typical trajectories (ark.cost.forecast.TokenModel.typical) they cost about "
+          f"${money(typical)}. pilot=true runs a pilot of their first {n} queries (estimate_queries) in "
+          "directories of their own, forecast and confirmed like a run, and the forecast then rests on it",
+          flush=True)
+
+
+def estimate(cfgs: Sequence[DictConfig]) -> list[fc.Forecast]:
     """``estimate=true``: the forecast of the runs ``cfgs`` (a run, or a sweep's points), printed per
-    point and in total; paid points with fewer than ``estimate_queries`` measured queries are measured
-    by a pilot first, ``run(cfg)`` (`ark.config.evaluation.run`; see the module doc). Nothing else is written."""
-    points = [point(c) for c in cfgs]
-    first = forecasts(points)
-    pilots = [(p, min(int(p.cfg.estimate_queries), len(p.keys))) for p, f in zip(points, first)
-              if p.paid and f.to_pay and len(p.samples) < int(p.cfg.estimate_queries)]
-    if pilots:
-        typical = fc.TokenModel.typical()
-        expected = []
-        for p, n in pilots:
-            q = typical.query(p.cfg.budget.agent.n_agents, price_of(p.cfg))
-            expected.append(n * q.usd)
-            print(f"pilot of {p.name}: its first {n} queries x {p.cfg.budget.agent.n_agents} agents, about "
-                  f"${n * q.usd:,.2f} by the token model (at most ${_pilot(p.cfg, n).max_cost_usd:,.2f}); its replies "
-                  "stay in the LLM cache, so the run pays for them once", flush=True)
-        confirm(sum(expected), cfgs[0], f"the {len(pilots)} pilot(s)")
-        for p, n in pilots:
-            summary = run(_pilot(p.cfg, n))
-            print(f"pilot of {p.name}: paid ${summary.get('paid_this_run_usd', 0.0):,.2f} "
-                  f"({summary['n_ok']} of {summary['n']} queries measured)", flush=True)
-        points = [point(c) for c in cfgs]
-    result = forecasts(points)
+    point and in total, from what is measured and, where nothing is, the token model. No LLM call is made
+    and nothing is written."""
+    result = forecasts([point(c) for c in cfgs])
     print(fc.format_table(result, header(cfgs[0])), flush=True)
+    _note_unmeasured(result, cfgs)
     return result
+
+
+def pilot(cfgs: Sequence[DictConfig], run, ledger: Path | None = None) -> list[dict]:
+    """``pilot=true``: a pilot run (`pilot_config`, ``estimate_queries`` queries) for each paid point of
+    ``cfgs`` with fewer measured queries than that, forecast (printed), confirmed above ``confirm_usd``
+    once for all of them and capped by ``max_cost_usd`` (across them all, counted in ``ledger``, when there
+    are several); then the forecast of ``cfgs`` resting on them. ``run``: `ark.config.evaluation.run`.
+    Returns the pilots' summaries."""
+    chosen, seen = [], set()
+    for p in (point(c) for c in cfgs):
+        n = min(int(p.cfg.estimate_queries), len(p.keys))
+        if not p.paid or len(p.samples) >= n or p.cost_key in seen:
+            continue
+        seen.add(p.cost_key)
+        chosen.append(pilot_config(p.cfg, n))
+    if not chosen:
+        print("no pilot to run: every paid point has its estimate_queries measured (estimate=true forecasts "
+              "from them)", flush=True)
+        return []
+    first = forecasts([point(c) for c in chosen])
+    print(fc.format_table(first, "the pilot" + ("s" if len(chosen) > 1 else "") + ", " + header(cfgs[0])), flush=True)
+    cap = cfgs[0].max_cost_usd
+    confirm(at_risk(first, cap), cfgs[0], f"the pilot ({point_name(chosen[0])})" if len(chosen) == 1
+            else f"the {len(chosen)} pilots")
+    summaries = []
+    for c, f in zip(chosen, first):
+        with open_dict(c):
+            c.yes = True   # confirmed for every pilot, here and now
+            if ledger is not None and len(chosen) > 1:
+                c.sweep_ledger = str(ledger)
+        summary = run(c)
+        print(f"pilot {point_name(c)}: paid ${money(summary.get('paid_this_run_usd', 0.0))} "
+              f"({summary['n_ok']} of {summary['n']} queries measured)", flush=True)
+        summaries.append(summary)
+    estimate(cfgs)
+    return summaries

@@ -10,29 +10,38 @@ forecast and confirmation of its paid points, and the sweep's ledger.
   refused; such settings are appended to every point's name instead (``run_dir_suffix='_seed${seed}'``:
   ``..._test_seed0``, ``..._test_seed1``). A sweep whose points already have directories of their own,
   and a plain run, keep today's names;
-- with paid points (or ``estimate=true``) each point's settings and prerequisites are checked, the
-  forecast printed per point and in total (`ark.config.plan`), and a sweep whose spend at risk exceeds
-  ``confirm_usd`` confirmed once, for all its points (``yes=true`` is then handed to them);
-  ``estimate=true`` stops there (nothing is launched);
+- with paid points (or ``estimate=true``, ``pilot=true``) each point's settings and prerequisites are
+  checked, the forecast printed per point and in total (`ark.config.plan`), and a sweep whose spend at
+  risk exceeds ``confirm_usd`` confirmed once, for all its points (``yes=true`` is then handed to them);
+  ``estimate=true`` stops there (no LLM call, nothing written, nothing launched), and ``pilot=true`` runs
+  the pilots of its paid points here (`ark.config.plan.pilot`: confirmed once, ``max_cost_usd`` across
+  them all) and stops (the sweep itself is not launched);
 - the sweep's ledger (``<sweep dir>/.sweeps/<digest of its run directories>.jsonl``, beside its plan:
   the points' forecasts) is handed to every point as ``sweep_ledger``: ``max_cost_usd`` then caps the
   sweep's spend across its points, launched in order or in parallel. The same sweep run again (the
   same run directories) finds the same ledger, so a higher cap goes on from what was spent.
 
-    overrides = prepare(["experiment=table1"])        # None for estimate=true
+    overrides = prepare(["experiment=table1"])        # None for estimate=true and pilot=true
     launch(job, "config", ["-m", *overrides], job_name="run")
+    sys.exit(exit_status(overrides))                  # INCOMPLETE_EXIT (3) when a point is not complete
+
+Once the sweep's jobs have returned (every launcher waits for them), `exit_status` reads each point's
+run directory and says in one line which runs are not complete (the cap, failed queries), so the
+sweep's process exits with ``INCOMPLETE_EXIT`` (`ark.run.summary`) and not 0.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ark import atomic
 from ark.config import plan
 from ark.config.compose import compose, sweep_points
+from ark.cost.prices import money
 
 SUFFIX_KEY = "run_dir_suffix"
 
@@ -91,7 +100,7 @@ def ledger_path(cfgs: Sequence) -> Path:
 
 def prepare(overrides: Sequence[str], config_name: str = "config", run=None) -> list[str] | None:
     """The overrides to launch the sweep ``overrides`` with (see the module doc); None when nothing is to
-    be launched (``estimate=true``). ``run``: the run of a pilot (`ark.config.evaluation.run`)."""
+    be launched (``estimate=true``, ``pilot=true``). ``run``: the run of a pilot (`ark.config.evaluation.run`)."""
     overrides = list(overrides)
     points = sweep_points(overrides, config_name)
     cfgs = [compose(p, config_name) for p in points]
@@ -103,14 +112,25 @@ def prepare(overrides: Sequence[str], config_name: str = "config", run=None) -> 
         extra.append(f"{SUFFIX_KEY}='{suffix_for(clash)}'")
         cfgs = [compose([*p, *extra], config_name) for p in points]
     estimate = any(c.estimate for c in cfgs)
+    pilots = any(c.pilot for c in cfgs)
     paid = [c for c in cfgs if plan.is_paid(c)]
-    if not estimate and not paid:
+    if not estimate and not pilots and not paid:
         return [*overrides, *extra]
     _check(cfgs)
-    if estimate:
+    if pilots:
         if run is None:
             from ark.config.evaluation import run
-        plan.estimate(cfgs, run)
+        done = plan.pilot(cfgs, run, ledger=ledger_path([plan.pilot_config(c, int(c.estimate_queries)) for c in paid]
+                                                        or cfgs))
+        if not all(s.get("complete", False) for s in done):
+            from ark.run.summary import INCOMPLETE_EXIT
+
+            print(f"INCOMPLETE: a pilot did not finish every query (exit {INCOMPLETE_EXIT}); the same command "
+                  "resumes it", file=sys.stderr, flush=True)
+            raise SystemExit(INCOMPLETE_EXIT)
+        return None
+    if estimate:
+        plan.estimate(cfgs)
         return None
     forecasts = plan.forecasts([plan.point(c) for c in cfgs])
     from ark.cost.forecast import format_table
@@ -123,12 +143,45 @@ def prepare(overrides: Sequence[str], config_name: str = "config", run=None) -> 
             "forecasts": {str(Path(c.out_dir)): f.as_summary() for c, f in zip(cfgs, forecasts)}}
     ledger.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_json(ledger.with_suffix(".plan.json"), sweep_plan, indent=1)
-    print(f"sweep spend: {ledger}" + (f" (capped at ${cap:,.2f} across its {len(cfgs)} runs)" if cap is not None
+    print(f"sweep spend: {ledger}" + (f" (capped at ${money(cap)} across its {len(cfgs)} runs)" if cap is not None
                                       else ""), flush=True)
     extra.append(f"sweep_ledger={ledger}")
     if not any(_values(p).get("yes") in ("true", "True") for p in points):
         extra.append("yes=true")   # confirmed for every point, here and now
     return [*overrides, *extra]
+
+
+def unfinished(overrides: Sequence[str], config_name: str = "config") -> tuple[int, list[Path]]:
+    """(the sweep's points, the run directories of those not complete) of the prepared sweep ``overrides``."""
+    from ark.config.evaluation import run_dir
+    from ark.run.rundir import RunDir
+
+    cfgs = [compose(p, config_name) for p in sweep_points(overrides, config_name)]
+    left = []
+    for c in cfgs:
+        d = run_dir(c)
+        try:
+            done = RunDir(d).complete
+        except (OSError, ValueError):
+            done = False
+        if not done:
+            left.append(d)
+    return len(cfgs), left
+
+
+def exit_status(overrides: Sequence[str], config_name: str = "config") -> int:
+    """0 when every run of the finished sweep ``overrides`` is complete; else one line on stderr naming
+    those that are not, and ``INCOMPLETE_EXIT``."""
+    from ark.run.summary import INCOMPLETE_EXIT
+
+    if config_name != "config":
+        return 0
+    n, left = unfinished(overrides, config_name)
+    if not left:
+        return 0
+    print(f"INCOMPLETE: {len(left)} of the sweep's {n} runs did not finish every query (exit {INCOMPLETE_EXIT}): "
+          + ", ".join(map(str, left)) + "; the same command resumes them", file=sys.stderr, flush=True)
+    return INCOMPLETE_EXIT
 
 
 def _check(cfgs: Sequence) -> None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ark.cost.ledger import Ledger
+from ark.cost.prices import money
 from ark.cost.tokens import CHARS_PER_TOKEN, prompt_chars
 
 BUDGET_STOP = "BudgetExhausted"   # how a trajectory cut by the cap names its error
@@ -78,8 +79,8 @@ class Budget:
 
     def why(self) -> str:
         whose = "the sweep's" if self.sweep is not None else "this run's"
-        return (f"the spending cap max_cost_usd={self.cap_usd:.2f} is reached ({whose} spend: "
-                f"${self.spent():.2f}); no new LLM call starts. Rerun with a higher max_cost_usd to go on "
+        return (f"the spending cap max_cost_usd={money(self.cap_usd)} is reached ({whose} spend: "
+                f"${money(self.spent())}); no new LLM call starts. Rerun with a higher max_cost_usd to go on "
                 "(the LLM cache answers every call already paid for)")
 
     async def reserve(self, price: Any, messages: list[dict], tools: list[dict] | None, max_tokens: int) -> Ticket:

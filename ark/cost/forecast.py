@@ -75,6 +75,7 @@ class Forecast:
     known_usd: float = 0.0           # what the done and replayed queries cost when they were paid for
     rests_on: int = 0                # measured queries the forecast rests on
     basis: str = "measured"          # "measured" | "worst case" | "free"
+    typical_usd: float | None = None # a worst case's queries under TokenModel.typical: what a pilot measures
     draws: np.ndarray | None = field(default=None, repr=False)   # bootstrap draws of usd
 
     @property
@@ -87,7 +88,8 @@ class Forecast:
         return {"queries": self.queries, "done": self.done, "replayed": self.replayed, "to_pay": self.to_pay,
                 "calls": round(self.calls), "prompt_tokens": round(self.prompt_tokens),
                 "completion_tokens": round(self.completion_tokens), "usd": self.usd, "low": self.low,
-                "high": self.high, "rests_on": self.rests_on, "basis": self.basis}
+                "high": self.high, "rests_on": self.rests_on, "basis": self.basis,
+                **({"typical_usd": self.typical_usd} if self.typical_usd is not None else {})}
 
 
 def _expanded_quantiles(n: int, alpha: float = 0.05) -> tuple[float, float]:
@@ -184,17 +186,22 @@ class TokenModel:
 
 
 def worst_case(point: str, to_pay: int, queries: int, model: TokenModel, n_agents: int, price, done: int = 0,
-               replayed: int = 0) -> Forecast:
-    """The worst case of ``to_pay`` queries under ``model`` (usually `TokenModel.worst`), as a Forecast."""
+               replayed: int = 0, typical: TokenModel | None = None) -> Forecast:
+    """The worst case of ``to_pay`` queries under ``model`` (usually `TokenModel.worst`), as a Forecast;
+    with ``typical``, also what they cost under that model (``typical_usd``)."""
     q = model.query(n_agents, price)
     f = Forecast(point, queries, done, replayed, to_pay, to_pay * q.calls, to_pay * q.prompt_tokens,
                  to_pay * q.completion_tokens, to_pay * q.usd, basis="worst case")
     f.low = f.high = f.usd
+    if typical is not None:
+        f.typical_usd = to_pay * typical.query(n_agents, price).usd
     return f
 
 
 def _money(x: float) -> str:
-    return f"{x:,.2f}"
+    from ark.cost.prices import money
+
+    return money(x)
 
 
 def format_table(forecasts: Sequence[Forecast], header: str = "") -> str:

@@ -11,16 +11,35 @@ prompt it served from its prompt cache at a lower rate, so real bills can be low
 
     from ark.cost.prices import estimate_cost
     estimate_cost("gpt-4.1", prompt_tokens=12_000, completion_tokens=800)   # -> 0.0304
+
+Every amount of US$ ARK prints is written by `money`: cents, and as many more digits as an amount under
+a dollar needs to show two significant ones, so a cap of $0.0001 does not print as $0.00.
+
+    money(1234.5), money(0.41), money(0.0001), money(0.000123)   # '1,234.50' '0.41' '0.0001' '0.00012'
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 PRICES_AS_OF = "2025-04-14"
 PRICES_SOURCE = "https://platform.openai.com/docs/pricing (standard tier)"
 
 FREE_PROVIDERS = ("vllm", "local")
+
+
+def money(amount: float | None) -> str:
+    """An amount of US$ without its sign: two decimals, more for an amount below 0.10 (two significant
+    digits, trailing zeros past the cents dropped); "0.00" for zero."""
+    if amount is None:
+        return "-"
+    x = float(amount)
+    if x == 0 or abs(x) >= 0.1:
+        return f"{x:,.2f}"
+    digits = min(12, max(2, 1 - math.floor(math.log10(abs(x)))))
+    text = f"{x:,.{digits}f}".rstrip("0")
+    return text if len(text.split(".")[1]) >= 2 else f"{x:,.2f}"
 
 
 @dataclass(frozen=True)

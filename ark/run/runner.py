@@ -39,6 +39,7 @@ from pathlib import Path
 
 from ark import atomic
 from ark.analysis.metrics import as_candidates
+from ark.cost.prices import money
 from ark.retriever import Retriever
 from ark.run import spending
 from ark.run.records import (build_record, load_predictions, scored_ranking, trajectory_intact)
@@ -97,7 +98,7 @@ class _Running:
         m = self.means()
         show = {n: f"{m[n]:.3f}" for n in ("hit@1", "recall@20", "mrr") if n in m}
         show.update(fail=str(self.failed - self.degraded), degr=str(self.degraded), tok=f"{self.prompt_tokens + self.completion_tokens:,}",
-                    usd=f"{self.cost:.2f}")
+                    usd=money(self.cost))
         return show
 
 

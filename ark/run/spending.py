@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ark.cost.cap import stopped_by_budget
+from ark.cost.prices import money
 
 
 def cut_by_budget(retrieval: Any, error: str | None) -> bool:
@@ -36,13 +37,13 @@ def bar_fields(settings) -> dict[str, str]:
     budget, fc = settings.budget, settings.forecast
     out = {}
     if budget is not None:
-        out["paid"] = f"{budget.paid:.2f}"
+        out["paid"] = money(budget.paid)
     if fc is not None and fc.get("usd") is not None:
-        out["worst" if fc.get("basis") == "worst case" else "forecast"] = f"{fc['usd']:.2f}"
+        out["worst" if fc.get("basis") == "worst case" else "forecast"] = money(fc["usd"])
     if budget is not None and budget.sweep is not None:
-        out["sweep"] = f"{budget.sweep.total():.2f}" + (f"/{budget.cap_usd:.2f}" if budget.cap_usd is not None else "")
+        out["sweep"] = money(budget.sweep.total()) + (f"/{money(budget.cap_usd)}" if budget.cap_usd is not None else "")
     elif budget is not None and budget.cap_usd is not None:
-        out["cap"] = f"{budget.cap_usd:.2f}"
+        out["cap"] = money(budget.cap_usd)
     return out
 
 

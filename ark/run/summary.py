@@ -11,7 +11,9 @@ bookkeeping_s_per_query, trajectories_rebuilt}.
 The summary's ``status`` is "complete" (every query ok), "degraded" (nothing missing or failed, some
 degraded) or "incomplete"; ``complete`` is true only for "complete". ``count_failed_as_miss=true``
 scores failed and degraded queries as all-zero misses and calls the run complete (the summary's
-``note`` says how many). Tool columns come from `ark.tools.registry` (`tool_columns`).
+``note`` says how many). A run or sweep that ends with a run not complete exits with `INCOMPLETE_EXIT`
+(``ark run``, ``python experiments/run.py``, ``ark table1 --reproduce``; `ark.config.evaluation`), so a
+script or scheduler can tell it from a finished one (0) and from one refused before it started (2). Tool columns come from `ark.tools.registry` (`tool_columns`).
 
     summary = write_summary(run_dir, queries, settings)     # re-score a run directory
 """
@@ -35,6 +37,8 @@ from ark.run.rundir import key as _key
 from ark.run.settings import RunSettings
 from ark.tools import default_graph_tool_names
 from ark.tools import registry as tool_registry
+
+INCOMPLETE_EXIT = 3   # exit status of a run or sweep that ended with a run not complete (cap, failed queries)
 
 NEIGHBOR_KIND = "relational"  # Figure 5 counts the calls of the tools of this kind per trajectory
 
