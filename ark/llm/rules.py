@@ -12,7 +12,7 @@ directories and SFT data are those of an LLM (`ark.llm.client.LLMClient` calls i
 The policy, step by step:
 
 1. search the whole question (k 20), each phrase of it (the runs of words between function words, type
-   and relation words and punctuation; k 5) and its head noun (the first content word; k 20);
+   and relation words and punctuation; k 5) and its head noun ("which X", "what X"; k 20);
 2. read the answer's *anchors*, the shown nodes whose names the question spells out word for word (the
    longest first, no two overlapping), and the *asked type*: the first node type the question names
    that is not the label of an anchor ("the gene X") nor follows a possessive ("their phenotypes");
@@ -59,6 +59,7 @@ between into onto over under through during before after again further once ones
 tell called named name look looking please
 """.split())
 NAME_WORDS = frozenset("of the a an in on to by for and with".split())  # function words inside names
+WH_DETERMINERS = frozenset(("which", "what"))
 POSSESSIVES = frozenset("their its whose his her our your".split())
 _LINE = re.compile(r"^\[([^\]]+)\] (.*)$")
 _TOTAL = re.compile(r"^showing \d+ of (\d+)", re.M)
@@ -239,9 +240,11 @@ class Reading:
         return [p for p in out if words(p)][:MAX_PHRASES]
 
     def head_noun(self) -> str | None:
-        for w in self.words:
-            if w not in STOPWORDS and not w.isdigit():
-                return w
+        """The noun a question opening with an interrogative determiner asks for ("which X", "what X"),
+        when that word is no function word; else None."""
+        w = self.words
+        if len(w) > 1 and w[0] in WH_DETERMINERS and w[1] not in STOPWORDS and not w[1].isdigit():
+            return w[1]
         return None
 
     # -- reading the searches ------------------------------------------------------------------
