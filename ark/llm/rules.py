@@ -297,17 +297,26 @@ class Reading:
             return t
         return None
 
+    def possessed_types(self) -> set[str]:
+        """The types the question names after a possessive ("their phenotypes"): the answer's
+        neighbours, not the answer."""
+        return {t for i, w in enumerate(self.words) if i > 0 and self.words[i - 1] in POSSESSIVES
+                and (t := self.type_of_word(w)) is not None}
+
     def voted_type(self) -> str | None:
-        """The type most of the head noun's hits have, when HEAD_MAJORITY of them have it."""
+        """The type most of the head noun's hits have (types named after a possessive left out), when
+        HEAD_MAJORITY of those hits have it."""
         head = self.head_noun()
         calls = [c for c in (self.steps[0] if self.steps else []) if c.name == SEARCH and c.args.get("query") == head]
-        if not calls or not calls[0].nodes:
+        possessed = self.possessed_types()
+        nodes = [n for n in calls[0].nodes if n.type not in possessed] if calls else []
+        if not nodes:
             return None
         counts: dict[str, int] = {}
-        for n in calls[0].nodes:
+        for n in nodes:
             counts[n.type] = counts.get(n.type, 0) + 1
         t, c = max(counts.items(), key=lambda kv: kv[1])
-        return t if c >= HEAD_MAJORITY * len(calls[0].nodes) else None
+        return t if c >= HEAD_MAJORITY * len(nodes) else None
 
     def question_hits(self) -> list[Shown]:
         first = self.steps[0] if self.steps else []
@@ -334,8 +343,8 @@ class Reading:
 
     def _first_searches(self) -> list[tuple[str, int]]:
         out = [(self.question, QUESTION_K)]
-        out += [(p, PHRASE_K) for p in self.phrases() if p != self.question]
         head = self.head_noun()
+        out += [(p, HEAD_K if p == head else PHRASE_K) for p in self.phrases() if p != self.question]
         if head and self.type_of_word(head) is None and head not in {q for q, _ in out}:
             out.append((head, HEAD_K))
         return out
