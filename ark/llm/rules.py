@@ -276,10 +276,13 @@ class Reading:
                 and not any(_matches(w, t) for t in rel_tokens) and self.type_of_word(w) is None]
 
     def named(self, anchors: list[Anchor]) -> bool:
-        """Whether the anchors cover half the question's content words or more."""
+        """Whether the question names its anchors rather than describes a node: they cover half its
+        content words or more, or a third with two anchors or more."""
         content = self.content_positions()
         inside = {i for a in anchors for i in range(*a.span)}
-        return bool(anchors) and bool(content) and sum(i in inside for i in content) * 2 >= len(content)
+        covered = sum(i in inside for i in content)
+        return bool(anchors) and bool(content) and (covered * 2 >= len(content)
+                                                    or len(anchors) > 1 and covered * 3 >= len(content))
 
     def asked_type(self, anchors: list[Anchor]) -> str | None:
         """The first node type the question names, outside anchors, not as an anchor's label, not after
@@ -371,15 +374,20 @@ class Reading:
             return []
         if named:
             skip = {i for a in anchors for i in range(*a.span)}
-            rels = self.relations_named(skip) if asked is None else None
-            return [(EXPLORE, self._explore_args(a.node, [asked] if asked else None, rels)) for a in anchors]
+            if asked is not None:
+                return [(EXPLORE, self._explore_args(a.node, [asked], None)) for a in anchors]
+            # no type named: one list per anchor and relation the question names (short lists are the
+            # specific ones), or all of an anchor's neighbours when it names none
+            rels = self.relations_named(skip) or [None]
+            return [(EXPLORE, self._explore_args(a.node, None, [r] if r else None)) for a in anchors for r in rels]
         hits = [h for h in self.question_hits() if asked is None or h.type != asked][:EXPLORE_HITS]
         if asked is None or not hits or self.question_hits()[0].type == asked:
             return []
         return [(EXPLORE, self._explore_args(h, [asked], None, self.question)) for h in hits]
 
     def _listed(self, anchors: list[Anchor]) -> dict:
-        """id -> (the anchors whose exploration listed it, the relations on those lines, first position)."""
+        """id -> [node, the anchors whose exploration listed it, the (anchor, relation) links on those lines,
+        first position, length of the shortest list it is on]."""
         out: dict = {}
         pos = 0
         anchor_ids = {a.node.id for a in anchors}
@@ -390,17 +398,18 @@ class Reading:
                 for n in call.nodes:
                     if n.id in anchor_ids:
                         continue
-                    entry = out.setdefault(n.id, [n, set(), set(), pos])
+                    entry = out.setdefault(n.id, [n, set(), set(), pos, call.total or len(call.nodes)])
                     entry[1].add(call.args.get("node_id"))
                     entry[2].update((call.args.get("node_id"), r) for r in n.links)
+                    entry[4] = min(entry[4], call.total or len(call.nodes))
                     pos += 1
         return out
 
     def _checks(self, anchors: list[Anchor], asked: str | None) -> list:
         listed = self._listed(anchors)
-        order = sorted(listed.values(), key=lambda e: (-len(e[1]), e[3]))[:CHECK]
+        order = sorted(listed.values(), key=lambda e: (-len(e[1]), e[4], e[3]))[:CHECK]
         calls = []
-        for node, by, _, _ in order:
+        for node, by, *_ in order:
             for a in anchors:
                 if a.node.id not in by:
                     calls.append((EXPLORE, self._explore_args(node, [a.node.type], None, a.node.name, k=5)))
@@ -428,8 +437,9 @@ class Reading:
                         entry[2].update((n.id, r) for r in n.links)
 
         def key(e):
-            node, by, links, pos = e
-            return (-len(by), -sum(r in rels for _, r in links), asked is not None and node.type != asked, pos)
+            node, by, links, pos, shortest = e
+            return (-len(by), -sum(r in rels for _, r in links), asked is not None and node.type != asked,
+                    shortest, pos)
 
         ranked = [e[0].id for e in sorted(listed.values(), key=key)]
         anchor_ids = {a.node.id for a in anchors}
