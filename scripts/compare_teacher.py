@@ -1,11 +1,11 @@
 """The rule-based teacher (``backbone=rules``, `ark.llm.rules`) beside the BM25 baseline: the runs its gate
 reads, each through `experiments/run.py` like any run.
 
-    python scripts/compare_teacher.py                              # demo val + test, tables graph, STaRK-format test graphs
+    python scripts/compare_teacher.py                              # demo, tables graph, STaRK-format test graphs
     python scripts/compare_teacher.py --out results/teacher        # also write teacher.csv there
 
-No LLM and no cost. Graphs: the demo (val, test; built under ARK_HOME on first use, with a row per
-template too), the hand-made tables graph `tests/data/tables_kg` (its three splits), and
+No LLM and no cost. Graphs: the demo (val, test, test-mismatch; built under ARK_HOME on first use, with
+a row per template too), the hand-made tables graph `tests/data/tables_kg` (its three splits), and
 the three small STaRK-format graphs of `tests/helpers/stark_fixtures.py` (PRIME, MAG, AMAZON layouts;
 test split; written to a temporary data root). Runs go to a temporary folder, so each call measures
 afresh. The gate (issue 33): the teacher's Hit@1 on demo val is BM25's + 0.25 or more, and on the
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
         build(stark / "stark")
         tables = ["graph=tables", f"graph.path={ROOT / 'tests' / 'data' / 'tables_kg'}"]
-        points = [("demo", "val", ["graph=demo", "split=val"]), ("demo", "test", ["graph=demo", "split=test"])]
+        points = [("demo", s, ["graph=demo", f"split={s}"]) for s in ("val", "test", "test-mismatch")]
         points += [("tables_kg", s, tables + [f"split={s}"]) for s in ("train", "val", "test")]
         points += [(g, "test", [f"graph={g}", f"paths.data={stark}", "split=test"]) for g in ("prime", "mag", "amazon")]
         for graph, split, overrides in points:
