@@ -143,7 +143,7 @@ def test_the_rules_hold_no_demo_question_wording():
     assert fragments[0] in " ".join((source + " " + fragments[0]).split())
 
 
-def test_rules_backbone_is_free_and_takes_sampling_flags():
+def test_rules_backbone_is_free_and_takes_sampling_flags(tmp_path):
     from hydra.utils import instantiate
 
     from ark.config.compose import compose
@@ -155,8 +155,11 @@ def test_rules_backbone_is_free_and_takes_sampling_flags():
     assert backbone.provider == "rules" and backbone.temperature == 0.7
     assert not is_paid(cfg)
     assert key_problems(backbone) == [] and server_problems(backbone) == []
-    llm = LLMClient(backbone)
+    llm = LLMClient(backbone, cache=tmp_path / "llm" / "rules.sqlite")
     assert llm.price.input_per_m == 0 and llm.price.output_per_m == 0
+    reply = asyncio.run(llm.chat([{"role": "system", "content": ""}, {"role": "user", "content": "KCNH2"}], []))
+    assert reply.cost_usd == 0 and not reply.cached and llm.stats.http_requests == 0
+    assert not (tmp_path / "llm").exists()   # nothing to cache: no cache file
 
 
 def test_a_reply_reads_only_the_conversation(toolset):  # noqa: F811

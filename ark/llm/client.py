@@ -419,7 +419,8 @@ class LLMClient:
     def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None, budget=None):
         self.config = config
         self.price: Price = resolve_price(config.provider, config.model, config.name, config.prices)
-        self.cache = ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
+        # the rules backbone answers in-process at no cost: nothing to cache
+        self.cache = None if config.provider == "rules" else ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
         self.stats = LLMStats()
         self.budget = budget  # an ark.cost.cap.Budget: consulted before each call the cache cannot answer
         self.pacer = pacing.for_backbone(config)  # rpm/tpm: one pacer per backbone and process, or None

@@ -110,6 +110,21 @@ class Anchor:
     span: tuple[int, int]  # word positions [start, end) in the question
 
 
+@dataclass
+class Candidate:
+    """A node an anchor's exploration listed."""
+
+    node: Shown
+    position: int  # order of first listing
+    shortest: int  # length of the shortest list it is on (the tool's count of neighbours)
+    next_to: set = field(default_factory=set)  # ids of the anchors it neighbours
+    links: set = field(default_factory=set)  # (anchor id, relation) of those edges
+
+    def add(self, anchor_id, relations) -> None:
+        self.next_to.add(anchor_id)
+        self.links.update((anchor_id, r) for r in relations)
+
+
 class RulesPolicy:
     """The rule-based tool policy (see the module doc); call it with a request's messages and tools."""
 
@@ -338,7 +353,7 @@ class Reading:
             if calls:
                 return self._message(calls)
         elif step == 2 and named and len(anchors) > 1:
-            calls = self._checks(anchors, asked)
+            calls = self._checks(anchors)
             if calls:
                 return self._message(calls)
         ranked = self._ranking(anchors, named, asked)
@@ -386,34 +401,26 @@ class Reading:
         return [(EXPLORE, self._explore_args(h, [asked], None, self.question)) for h in hits]
 
     def _listed(self, anchors: list[Anchor]) -> dict:
-        """id -> [node, the anchors whose exploration listed it, the (anchor, relation) links on those lines,
-        first position, length of the shortest list it is on]."""
+        """id -> `Candidate`: every node the explorations of step 1 listed, anchors left out."""
         out: dict = {}
-        pos = 0
         anchor_ids = {a.node.id for a in anchors}
-        for step in self.steps[1:2]:
-            for call in step:
-                if call.name != EXPLORE:
+        for call in (self.steps[1] if len(self.steps) > 1 else []):
+            if call.name != EXPLORE:
+                continue
+            size = call.total or len(call.nodes)
+            for n in call.nodes:
+                if n.id in anchor_ids:
                     continue
-                for n in call.nodes:
-                    if n.id in anchor_ids:
-                        continue
-                    entry = out.setdefault(n.id, [n, set(), set(), pos, call.total or len(call.nodes)])
-                    entry[1].add(call.args.get("node_id"))
-                    entry[2].update((call.args.get("node_id"), r) for r in n.links)
-                    entry[4] = min(entry[4], call.total or len(call.nodes))
-                    pos += 1
+                c = out.setdefault(n.id, Candidate(n, position=len(out), shortest=size))
+                c.add(call.args.get("node_id"), n.links)
+                c.shortest = min(c.shortest, size)
         return out
 
-    def _checks(self, anchors: list[Anchor], asked: str | None) -> list:
+    def _checks(self, anchors: list[Anchor]) -> list:
         listed = self._listed(anchors)
-        order = sorted(listed.values(), key=lambda e: (-len(e[1]), e[4], e[3]))[:CHECK]
-        calls = []
-        for node, by, *_ in order:
-            for a in anchors:
-                if a.node.id not in by:
-                    calls.append((EXPLORE, self._explore_args(node, [a.node.type], None, a.node.name, k=5)))
-        return calls
+        order = sorted(listed.values(), key=lambda c: (-len(c.next_to), c.shortest, c.position))[:CHECK]
+        return [(EXPLORE, self._explore_args(c.node, [a.node.type], None, a.node.name, k=5))
+                for c in order for a in anchors if a.node.id not in c.next_to]
 
     def _ranking(self, anchors: list[Anchor], named: bool, asked: str | None) -> list:
         hits = self.question_hits()
@@ -426,23 +433,18 @@ class Reading:
         listed = self._listed(anchors)
         skip = {i for a in anchors for i in range(*a.span)}
         rels = set(self.relations_named(skip))
-        for step in self.steps[2:3]:   # the checks: the candidate's neighbours, ranked by an anchor's name
-            for call in step:
-                if call.name != EXPLORE or call.args.get("node_id") not in listed:
-                    continue
-                entry = listed[call.args["node_id"]]
-                for n in call.nodes:
-                    if any(a.node.id == n.id for a in anchors):
-                        entry[1].add(n.id)
-                        entry[2].update((n.id, r) for r in n.links)
-
-        def key(e):
-            node, by, links, pos, shortest = e
-            return (-len(by), -sum(r in rels for _, r in links), asked is not None and node.type != asked,
-                    shortest, pos)
-
-        ranked = [e[0].id for e in sorted(listed.values(), key=key)]
         anchor_ids = {a.node.id for a in anchors}
+        for call in (self.steps[2] if len(self.steps) > 2 else []):   # the checks: a candidate's
+            if call.name == EXPLORE and call.args.get("node_id") in listed:  # neighbours, ranked by an anchor's name
+                for n in call.nodes:
+                    if n.id in anchor_ids:
+                        listed[call.args["node_id"]].add(n.id, n.links)
+
+        def key(c: Candidate):
+            return (-len(c.next_to), -sum(r in rels for _, r in c.links), asked is not None and c.node.type != asked,
+                    c.shortest, c.position)
+
+        ranked = [c.node.id for c in sorted(listed.values(), key=key)]
         rest = [h.id for h in hits if h.id not in anchor_ids and (asked is None or h.type == asked)]
         return list(dict.fromkeys(ranked + rest))
 
