@@ -41,7 +41,7 @@ QUESTION_K = 20  # hits of the whole question
 PHRASE_K = 5  # hits of each phrase
 HEAD_K = 20  # hits of the head noun (the vote for the asked type)
 NEIGHBORS_K = 100  # neighbours listed per exploration (the tool's own cap and token budget apply)
-CHECK = 12  # candidates checked against the anchors that did not list them
+CHECK = 40  # candidates checked against the anchors that did not list them
 EXPLORE_HITS = 2  # described questions: top hits explored
 MAX_PHRASES = 8
 MAX_ANCHORS = 3
@@ -117,6 +117,7 @@ class Candidate:
     node: Shown
     position: int  # order of first listing
     shortest: int  # length of the shortest list it is on (the tool's count of neighbours)
+    degree: float = float("inf")  # fewest neighbours of an anchor's type a check counted: the specific first
     next_to: set = field(default_factory=set)  # ids of the anchors it neighbours
     links: set = field(default_factory=set)  # (anchor id, relation) of those edges
 
@@ -436,13 +437,15 @@ class Reading:
         anchor_ids = {a.node.id for a in anchors}
         for call in (self.steps[2] if len(self.steps) > 2 else []):   # the checks: a candidate's
             if call.name == EXPLORE and call.args.get("node_id") in listed:  # neighbours, ranked by an anchor's name
+                c = listed[call.args["node_id"]]
+                c.degree = min(c.degree, call.total if call.total is not None else len(call.nodes))
                 for n in call.nodes:
                     if n.id in anchor_ids:
                         listed[call.args["node_id"]].add(n.id, n.links)
 
         def key(c: Candidate):
             return (-len(c.next_to), -sum(r in rels for _, r in c.links), asked is not None and c.node.type != asked,
-                    c.shortest, c.position)
+                    c.degree if len(c.next_to) > 1 else 0, c.shortest, c.position)
 
         ranked = [c.node.id for c in sorted(listed.values(), key=key)]
         rest = [h.id for h in hits if h.id not in anchor_ids and (asked is None or h.type == asked)]
