@@ -16,15 +16,21 @@ The policy, step by step:
 2. read the answer's *anchors*, the shown nodes whose names the question spells out word for word (the
    longest first, no two overlapping), and the *asked type*: the first node type the question names
    that is not the label of an anchor ("the gene X") nor follows a possessive ("their phenotypes");
-   when the question names none and no anchor covers it, the type most of the head noun's hits have.
-   *Named* questions (anchors cover half the question's content words or more) explore each anchor's
-   neighbours of the asked type (relations the question names as the filter when it names no type);
-   *described* questions explore the top hits of the whole question, unless the asked type is theirs
-   (then those hits are the answer);
-3. check the best candidates against each anchor they were not listed under (``explore_neighbors`` on
-   the candidate, ranked by the anchor's name);
+   when the question names none and no anchor covers it, the type most of the head noun's hits have
+   (types named after a possessive left out). *Named* questions (anchors cover half the question's
+   content words or more, or a third with two anchors) explore each anchor's neighbours of the asked
+   type (with no type named: one list per relation the question names); *described* questions explore
+   the top two hits of the whole question for the asked type, unless the asked type is the top hit's
+   (then the hits are the answer);
+3. check the best candidates (those on the shortest lists first) against each anchor they were not
+   listed under (``explore_neighbors`` on the candidate, filtered by the anchor's type, ranked by its name);
 4. select, best first: nodes next to more anchors, then linked to them by relations the question
-   names, then of the asked type, then in the order the tools showed them; ``finish``.
+   names, then of the asked type, then (next to two anchors or more) the more specific, with fewer
+   neighbours of an anchor's type, then from shorter lists, then in the order shown; ``finish``.
+
+Every agent of a query takes the same calls (the sampling settings are not read). A step may hold many
+calls (the first one up to ten searches, the third one checks of up to 40 candidates): the trajectories are longer
+than a model's, in the same format.
 
     policy = RulesPolicy()
     reply = policy(messages, tools)     # {"content": "", "tool_calls": [{"id", "function": {...}}]}
