@@ -190,3 +190,12 @@ def test_ids_go_back_as_the_tools_show_them(tmp_path, user_ids):
     traj = run_agent(LLMClient(RULES), tools, q.text)
     assert traj.stop_reason == "finish" and all(not s.error for s in traj.steps)
     assert set(q.answer_ids) & set(traj.selected)
+
+
+def test_without_type_filters_it_reads_types_from_the_observations(graph, index):  # noqa: F811
+    """With both type filters switched off the schemas name no node type: the node lines are still read
+    (their type from the brackets), and the relation the question names picks the answer."""
+    tools = ToolSet(graph, index, ToolConfig(type_filter=False, search_type_filter=False))
+    traj = run_agent(LLMClient(RULES), tools, "Which genes are associated with Marfan syndrome?")
+    assert all(not s.error for s in traj.steps)
+    assert traj.selected[0] == graph.names().index("FBN1")

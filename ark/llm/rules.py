@@ -68,6 +68,7 @@ NAME_WORDS = frozenset("of the a an in on to by for and with".split())  # functi
 WH_DETERMINERS = frozenset(("which", "what"))
 POSSESSIVES = frozenset("their its whose his her our your".split())
 _LINE = re.compile(r"^\[([^\]]+)\] (.*)$")
+_TYPED = re.compile(r"^(.*?) \(([^()]+)\)(?= score=| \| |$)")
 _TOTAL = re.compile(r"^showing \d+ of (\d+)", re.M)
 
 
@@ -198,8 +199,11 @@ class Reading:
                         best = (pos, t)
                 if best is None and rest.endswith(f" ({t})"):
                     best = (len(rest) - len(t) - 3, t)
-            if best is None:
-                continue
+            if best is None:   # no type vocabulary in the schemas (type filters switched off): read the brackets
+                guess = _TYPED.match(rest)
+                if guess is None:
+                    continue
+                best = (len(guess.group(1)), guess.group(2))
             pos, t = best
             parts = rest[pos + len(t) + 3:].split(" | ")
             listed = [p.strip().removeprefix("-> ").removeprefix("<- ") for p in parts[1].split(", ")] \
