@@ -62,7 +62,7 @@ where when why how that this these those there here it its they them their their
 our ours you your yours i me my mine as than then so such both either neither each every all any some
 also only very too more most less least other others own same just about above below among amongst
 between into onto over under through during before after again further once ones one find list show give
-tell called named name look looking please
+tell
 """.split())
 NAME_WORDS = frozenset("of the a an in on to by for and with".split())  # function words inside names
 WH_DETERMINERS = frozenset(("which", "what"))
