@@ -343,7 +343,7 @@ def test_azure_routes_to_deployment(monkeypatch, http):
 
 
 def test_config_validation_lists_choices():
-    with pytest.raises(ValueError, match=r"'anthropic'.*\['openai', 'azure', 'vllm', 'local'\]"):
+    with pytest.raises(ValueError, match=r"'anthropic'.*\['openai', 'azure', 'vllm', 'local', 'rules'\]"):
         BackboneConfig(provider="anthropic")
     with pytest.raises(ValueError, match="needs base_url"):
         BackboneConfig(provider="vllm")

@@ -48,7 +48,7 @@ def server_problems(backbone, timeout_s: float = 5.0) -> list[str]:
     ``local`` backbone is left out: the run starts llama.cpp itself when nothing answers on its port."""
     from ark.llm.transport import OPENAI_BASE_URL, connect_problem
 
-    if backbone.provider == "local":
+    if backbone.provider in ("local", "rules"):   # local: the run starts it; rules: no server at all
         return []
     urls = backbone.base_url
     if urls is None and backbone.provider == "azure":

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 PRICES_AS_OF = "2025-04-14"
 PRICES_SOURCE = "https://platform.openai.com/docs/pricing (standard tier)"
 
-FREE_PROVIDERS = ("vllm", "local")
+FREE_PROVIDERS = ("vllm", "local", "rules")
 
 
 def money(amount: float | None) -> str:

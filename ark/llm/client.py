@@ -10,6 +10,8 @@ Providers (``BackboneConfig.provider``):
   answers, a failing one is left out); Qwen3 wants ``extra_body={"chat_template_kwargs":
   {"enable_thinking": False}}``.
 - ``local``   — llama-cpp-python's server started by ``ark.llm.local_server.LocalServer``.
+- ``rules``   — no model and no server: the rule-based tool policy of ``ark.llm.rules`` answers each
+  request in-process (free, no cache, no budget; the sampling settings are ignored).
 
 Keys come from the environment only; they never appear in configs, reprs or logs.
 
@@ -68,7 +70,7 @@ from ark.llm.transport import (EMBEDDINGS_PATH, OPENAI_BASE_URL, TRANSPORTS, HTT
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-PROVIDERS = ("openai", "azure", "vllm", "local")
+PROVIDERS = ("openai", "azure", "vllm", "local", "rules")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
 TOOL_CHOICES = ("required", "auto", "none")
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -440,7 +442,8 @@ class LLMClient:
     def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None, budget=None):
         self.config = config
         self.price: Price = resolve_price(config.provider, config.model, config.name, config.prices)
-        self.cache = ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
+        # the rules backbone answers in-process at no cost: nothing to cache
+        self.cache = None if config.provider == "rules" else ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
         self.stats = LLMStats()
         self.budget = budget  # an ark.cost.cap.Budget: consulted before each call the cache cannot answer
         self.pacer = pacing.for_backbone(config)  # rpm/tpm: one pacer per backbone and process, or None
@@ -494,6 +497,8 @@ class LLMClient:
             raise ValueError(f"unknown tool_choice {tool_choice!r}; valid: {list(TOOL_CHOICES)} "
                              "or {'type': 'function', 'function': {'name': ...}}")
         self.stats.calls += 1
+        if self.config.provider == "rules":
+            return self._rules_reply(messages, tools)
         params = self.sampling_params(tool_choice, with_tools=bool(tools))
         if "seed" in params:  # agents of one query must sample independently, also under a fixed seed
             params["seed"] += agent_index
@@ -520,6 +525,18 @@ class LLMClient:
         if key is not None:
             self.cache.put(key, resp.to_json(), model=self.config.model)
         return resp
+
+    def _rules_reply(self, messages: list[dict], tools: list[dict]) -> ChatResponse:
+        """The rule-based policy's reply (`ark.llm.rules`), in-process: no tokens, no cost."""
+        from ark.llm.rules import RulesPolicy
+
+        start = time.perf_counter()
+        msg = RulesPolicy()(messages, tools)
+        calls = [ToolCall(id=tc["id"], name=tc["function"]["name"], arguments=tc["function"]["arguments"])
+                 for tc in msg["tool_calls"]]
+        return ChatResponse(content=msg.get("content") or "", tool_calls=calls, prompt_tokens=0,
+                            completion_tokens=0, latency_s=time.perf_counter() - start, cached=False,
+                            finish_reason="tool_calls", model=self.config.model)
 
     async def _call_with_retries(self, messages: list[dict], tools: list[dict],
                                  params: dict) -> ChatResponse:
