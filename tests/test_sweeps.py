@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,67 @@ def test_max_cost_usd_caps_a_sweep_of_two_parallel_points(tmp_path, monkeypatch)
         assert len(list((tmp_path / "runs" / "default" / ".sweeps").glob("*.jsonl"))) == 1
         assert ledger.total() == pytest.approx(sum(RunDir(r.path).metrics["paid_usd"] for r in runs))
         assert ledger.total() == pytest.approx(sum(RunDir(r.path).metrics["cost_usd"] for r in runs))
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _until(condition, what: str, timeout_s: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def test_kill_9_of_a_parallel_sweep_stops_its_workers_and_their_spending(tmp_path):
+    """kill -9 of the process that launched a capped ``local_parallel`` sweep: its workers die with it, the
+    provider bills no more than the calls in flight at the kill, and the sweep's ledger counts them all."""
+    with ScriptedServer(responder=ark_like, latency_s=0.3) as server:
+        args = [f"paths.data={DEMO_ROOT}", "graph=demo", "backbone=gpt-4.1", f"+backbone.base_url={server.base_url}",
+                f"paths.llm_cache={tmp_path}/llm.sqlite", "budget=t5_n1", "budget.agent.n_agents=2",
+                "split=test,val", "limit=30", "concurrency=2", "progress=false", "n_boot=20", "max_cost_usd=4",
+                "hydra/launcher=local_parallel", "hydra.launcher.n_jobs=2", f"paths.runs={tmp_path / 'runs'}"]
+        launcher = subprocess.Popen([sys.executable, "-m", "ark", "run", "-m", *args], cwd=tmp_path,
+                                    env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "sk-scripted-" + "0" * 20},
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        workers: set[int] = set()
+        try:
+            def spending() -> bool:
+                workers.update(_children(launcher.pid))
+                assert launcher.poll() is None, "the sweep ended before the kill"
+                return server.calls >= 24 and server.in_flight > 0
+            _until(spending, "the sweep's points to spend")
+            workers.update(_children(launcher.pid))
+            os.kill(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+            billed_at_kill, in_flight_at_kill = server.calls, server.in_flight
+            _until(lambda: not any(_running(w) for w in workers), "the workers to die", timeout_s=30)
+            _until(lambda: server.in_flight == 0, "the calls in flight to be answered", timeout_s=30)
+            time.sleep(1.0)                                          # nothing left that could call
+        finally:
+            for w in workers:                                        # what the sweep left behind (old code)
+                if _running(w):
+                    os.kill(w, signal.SIGKILL)
+        assert len(workers) >= 2
+        assert server.calls <= billed_at_kill + in_flight_at_kill   # only the calls in flight were billed after it
+        (ledger_file,) = (tmp_path / "runs" / "default" / ".sweeps").glob("*.jsonl")
+        ledger = Ledger(ledger_file)
+        ledger.reconcile()                                           # the calls the killed points left in flight
+        assert ledger.in_flight() == 0 and ledger.calls() == server.calls

@@ -191,8 +191,11 @@ class Plan:
     def budget(self, out_dir: Path) -> Budget:
         """The run's budget: its own ledger in ``out_dir``, the sweep's when it belongs to one (the cap
         then counts the sweep's spend)."""
+        from ark.run.lifeline import orphaned
+
         sweep = Ledger(self.sweep_ledger) if self.sweep_ledger else None
-        return Budget(self.cap_usd, run=Ledger(Path(out_dir) / RUN_LEDGER), sweep=sweep, label=self.label)
+        return Budget(self.cap_usd, run=Ledger(Path(out_dir) / RUN_LEDGER), sweep=sweep, label=self.label,
+                      guard=orphaned)
 
 
 def _sweep_forecast(cfg: DictConfig) -> dict | None:

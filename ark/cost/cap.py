@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from ark.cost.ledger import Ledger
@@ -65,10 +66,11 @@ class Budget:
     """The cap one run (or one sweep) spends under, and the ledgers its payments go to."""
 
     def __init__(self, cap_usd: float | None = None, run: Ledger | None = None, sweep: Ledger | None = None,
-                 label: str = ""):
+                 label: str = "", guard: Callable[[], bool] | None = None):
         if cap_usd is not None and cap_usd < 0:
             raise ValueError(f"max_cost_usd must be >= 0 or null, got {cap_usd}")
         self.cap_usd, self.run, self.sweep, self.label = cap_usd, run, sweep, label
+        self.guard = guard   # asked before each call: True when this process must spend no more
         self.capped = sweep if sweep is not None else run   # a sweep's cap counts every point's spend
         self.ledgers = [x for x in (sweep, run) if x is not None]   # the capped one first
         self.exhausted = False
@@ -117,6 +119,8 @@ class Budget:
         after some of them have finished when it would fit without them, else `BudgetExhausted` (and the
         budget stays exhausted: no call starts after it)."""
         worst = worst_case_usd(price, messages, tools, max_tokens)
+        if self.guard is not None and self.guard():
+            raise BudgetExhausted("this process may spend no more: the sweep that started it has ended")
         while True:
             with self._lock:
                 if not self.exhausted:
