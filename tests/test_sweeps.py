@@ -181,3 +181,25 @@ def test_kill_9_of_a_parallel_sweep_stops_its_workers_and_their_spending(tmp_pat
         ledger = Ledger(ledger_file)
         ledger.reconcile()                                           # the calls the killed points left in flight
         assert ledger.in_flight() == 0 and ledger.calls() == server.calls
+
+
+def test_a_parallel_sweep_pays_for_the_replies_its_points_share_once(tmp_path):
+    """Points sharing prompts (n=1 and n=2 agents share agent 0's calls), launched in parallel on one LLM
+    cache: the provider bills as many calls as for the same sweep launched in order."""
+    billed = {}
+    with ScriptedServer(responder=ark_like, latency_s=0.3) as server:
+        for launcher in ("basic", "local_parallel"):
+            tmp = tmp_path / launcher
+            tmp.mkdir()
+            before = server.calls
+            done = _sweep(tmp, f"paths.data={DEMO_ROOT}", "graph=demo", "backbone=gpt-4.1",
+                          f"+backbone.base_url={server.base_url}", f"paths.llm_cache={tmp}/llm.sqlite",
+                          "budget=t5_n1", "budget.agent.n_agents=1,2", "limit=6", "concurrency=3", "progress=false",
+                          "n_boot=20", "max_cost_usd=4", f"hydra/launcher={launcher}",
+                          *(["hydra.launcher.n_jobs=2"] if launcher != "basic" else []),
+                          env={"OPENAI_API_KEY": "sk-scripted-" + "0" * 20})
+            assert done.returncode == 0, done.stderr
+            billed[launcher] = server.calls - before
+            runs = sorted((tmp / "runs" / "default" / "demo").iterdir())
+            assert len(runs) == 2 and all(RunDir(r).complete for r in runs)
+    assert billed["local_parallel"] == billed["basic"] > 0

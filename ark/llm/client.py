@@ -41,7 +41,8 @@ Before each HTTP attempt the request waits for its slot under the backbone's ``r
 client given a ``budget`` (`ark.cost.cap.Budget`) asks it for room under the spending cap and pays
 the reply into its ledgers (``BudgetExhausted`` at the cap).
 With a ``ResponseCache`` a repeated request makes no HTTP call and returns the stored reply
-(tokens, latency and all) with ``cached=True``.
+(tokens, latency and all) with ``cached=True``; a request another process (or task) sharing the cache
+is buying at that moment waits for that reply (``cached=True`` too) instead of buying it again.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ T = TypeVar("T")
 PROVIDERS = ("openai", "azure", "vllm", "local")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
 TOOL_CHOICES = ("required", "auto", "none")
+CLAIM_WAIT_S = 0.05   # how often a call waiting for a reply another process is buying looks for it
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 _CONTEXT_RE = re.compile(
     r"context[_ ]length|maximum context|context window|maximum model length|"
@@ -479,24 +481,45 @@ class LLMClient:
             model = self.config.model if self.config.serving is None else f"{self.config.model}|{self.config.serving}"
             key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index)
             hit = self.cache.get(key)
+            if hit is None:
+                hit = await self._claim(key)   # None: this process buys the reply
             if hit is not None:
                 self.stats.cache_hits += 1
                 resp = ChatResponse.from_json(hit)
                 resp.cached = True
                 return resp
-        resp, ticket = None, (await self.budget.reserve(self.price, messages, tools, self.config.max_tokens)
-                              if self.budget is not None else None)   # BudgetExhausted at the cap
+        resp, ticket, stored = None, None, False
         try:
-            resp = await self._call_with_retries(messages, tools, params)
+            if self.budget is not None:   # BudgetExhausted at the cap
+                ticket = await self.budget.reserve(self.price, messages, tools, self.config.max_tokens)
+            try:
+                resp = await self._call_with_retries(messages, tools, params)
+            finally:
+                if ticket is not None:
+                    self.budget.settle(ticket, resp)   # its cost into the ledgers; a failed call costs nothing
+            if key is not None:
+                self.cache.put(key, resp.to_json(), model=self.config.model)   # ends the claim
+                stored = True
         finally:
-            if ticket is not None:
-                self.budget.settle(ticket, resp)   # its cost into the ledgers; a failed call costs nothing
+            if key is not None and not stored:
+                self.cache.release(key)
         self.stats.prompt_tokens += resp.prompt_tokens
         self.stats.completion_tokens += resp.completion_tokens
         self.stats.cost_usd += resp.cost_usd
-        if key is not None:
-            self.cache.put(key, resp.to_json(), model=self.config.model)
         return resp
+
+    async def _claim(self, key: str) -> dict | None:
+        """Claim ``key`` for this process to buy (None), or, while another process or task is buying it,
+        wait for its reply and return that (`ark.llm.cache.ResponseCache.claim`)."""
+        while not self.cache.claim(key):
+            await asyncio.sleep(CLAIM_WAIT_S)
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit
+        hit = self.cache.get(key)   # stored between the first look and the claim
+        if hit is not None:
+            self.cache.release(key)
+        return hit
 
     async def _call_with_retries(self, messages: list[dict], tools: list[dict],
                                  params: dict) -> ChatResponse:
