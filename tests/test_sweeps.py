@@ -23,6 +23,7 @@ from ark.cost.ledger import Ledger
 from ark.run.rundir import RunDir
 from tests.helpers.paths import DEMO_ROOT
 from tests.helpers.policies import ark_like
+from tests.helpers.processes import children, running, until
 from tests.helpers.scripted_server import ScriptedServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,33 +120,6 @@ def test_max_cost_usd_caps_a_sweep_of_two_parallel_points(tmp_path, monkeypatch)
         assert ledger.total() == pytest.approx(sum(RunDir(r.path).metrics["cost_usd"] for r in runs))
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def _until(condition, what: str, timeout_s: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
-
-
 def test_kill_9_of_a_parallel_sweep_stops_its_workers_and_their_spending(tmp_path):
     """kill -9 of the process that launched a capped ``local_parallel`` sweep: its workers die with it, the
     provider bills no more than the calls in flight at the kill, and the sweep's ledger counts them all."""
@@ -160,27 +134,28 @@ def test_kill_9_of_a_parallel_sweep_stops_its_workers_and_their_spending(tmp_pat
         workers: set[int] = set()
         try:
             def spending() -> bool:
-                workers.update(_children(launcher.pid))
+                workers.update(children(launcher.pid))
                 assert launcher.poll() is None, "the sweep ended before the kill"
                 return server.calls >= 24 and server.in_flight > 0
-            _until(spending, "the sweep's points to spend")
-            workers.update(_children(launcher.pid))
+            until(spending, "the sweep's points to spend")
+            workers.update(children(launcher.pid))
             os.kill(launcher.pid, signal.SIGKILL)
             launcher.wait()
             billed_at_kill, in_flight_at_kill = server.calls, server.in_flight
-            _until(lambda: not any(_running(w) for w in workers), "the workers to die", timeout_s=30)
-            _until(lambda: server.in_flight == 0, "the calls in flight to be answered", timeout_s=30)
+            until(lambda: not any(running(w) for w in workers), "the workers to die", timeout_s=30)
+            until(lambda: server.in_flight == 0, "the calls in flight to be answered", timeout_s=30)
             time.sleep(1.0)                                          # nothing left that could call
         finally:
             for w in workers:                                        # what the sweep left behind (old code)
-                if _running(w):
+                if running(w):
                     os.kill(w, signal.SIGKILL)
         assert len(workers) >= 2
         assert server.calls <= billed_at_kill + in_flight_at_kill   # only the calls in flight were billed after it
         (ledger_file,) = (tmp_path / "runs" / "default" / ".sweeps").glob("*.jsonl")
         ledger = Ledger(ledger_file)
-        ledger.reconcile()                                           # the calls the killed points left in flight
-        assert ledger.in_flight() == 0 and ledger.calls() == server.calls
+        lost, _ = ledger.reconcile()                                 # the calls the killed points left in flight
+        # every billed call is in the ledger (more only by a call reserved and not yet sent at the kill)
+        assert ledger.in_flight() == 0 and server.calls <= ledger.calls() <= server.calls + lost
 
 
 def test_a_parallel_sweep_pays_for_the_replies_its_points_share_once(tmp_path):
