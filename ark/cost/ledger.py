@@ -53,31 +53,59 @@ class Ledger:
         self._usd = 0.0
         self._calls = 0
         self._open: dict[str, tuple[float, str, float]] = {}   # hold id -> (worst, holder, time)
+        self._held = 0.0                                          # the sum of their worst cases
         self._lock = threading.Lock()
+        self._fd: tuple[int, int] | None = None                   # (pid, fd): one descriptor per process
+        self._wlock = threading.Lock()
 
     # -- writing -----------------------------------------------------------------------------
     def _append(self, lines: list[dict], check=None) -> bool:
         """Append ``lines`` under the file's exclusive lock; with ``check``, only when ``check()`` (called
         under the lock, after the ledger read every line before it) says so."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
+        with self._wlock:   # a flock is the descriptor's: threads of this process take turns here first
+            fd = self._descriptor()
             fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":   # a line torn by a kill: cut it off
-                data = os.pread(fd, size, 0)
-                os.ftruncate(fd, data.rfind(b"\n") + 1)
-            if check is not None:
-                with self._lock:
-                    self._read()
-                    ok = check()
-                if not ok:
-                    return False
-            if lines:
-                os.write(fd, "".join(json.dumps(line) + "\n" for line in lines).encode())
-            return True
-        finally:
-            os.close(fd)   # releases the flock
+            try:
+                st = os.fstat(fd)
+                if st.st_nlink == 0:   # the file was removed or replaced: write to the one at the path
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    fd = self._descriptor(reopen=True)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    st = os.fstat(fd)
+                size = st.st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":   # a line torn by a kill: cut it off
+                    data = os.pread(fd, size, 0)
+                    os.ftruncate(fd, data.rfind(b"\n") + 1)
+                if check is not None:
+                    with self._lock:
+                        self._read()
+                        ok = check()
+                    if not ok:
+                        return False
+                if lines:
+                    os.write(fd, "".join(json.dumps(line) + "\n" for line in lines).encode())
+                return True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _descriptor(self, reopen: bool = False) -> int:
+        """This process's descriptor of the file (a new one after a fork: a lock must not be shared)."""
+        with self._lock:
+            if reopen and self._fd is not None and self._fd[0] == os.getpid():
+                os.close(self._fd[1])
+                self._fd = None
+            if self._fd is None or self._fd[0] != os.getpid():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = (os.getpid(), os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            return self._fd[1]
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None and fd[0] == os.getpid():
+            try:
+                os.close(fd[1])
+            except OSError:
+                pass
 
     def add(self, usd: float, prompt: int = 0, completion: int = 0, run: str = "") -> None:
         """Append one payment (a call that was not reserved)."""
@@ -124,7 +152,7 @@ class Ledger:
 
     # -- reading -----------------------------------------------------------------------------
     def _in_flight(self) -> float:
-        return sum(w for w, _, _ in self._open.values())
+        return self._held if self._open else 0.0
 
     def _read(self) -> None:
         try:
@@ -134,19 +162,23 @@ class Ledger:
         except FileNotFoundError:
             return
         if self._offset and not data and self.path.stat().st_size < self._offset:   # cut: read again
-            self._offset, self._usd, self._calls, self._open = 0, 0.0, 0, {}
+            self._offset, self._usd, self._calls, self._open, self._held = 0, 0.0, 0, {}, 0.0
             return self._read()
         end = data.rfind(b"\n") + 1   # whole lines only: the last one may still be being written
         for raw in data[:end].splitlines():
             try:
                 line = json.loads(raw)
                 if "hold" in line:
-                    self._open[line["hold"]] = (float(line["worst"]), str(line.get("by", "")), float(line["t"]))
+                    worst = float(line["worst"])
+                    self._open[line["hold"]] = (worst, str(line.get("by", "")), float(line["t"]))
+                    self._held += worst
                     continue
                 usd = float(line["usd"])
                 if "settles" in line:
-                    if self._open.pop(line["settles"], None) is None:
+                    held = self._open.pop(line["settles"], None)
+                    if held is None:
                         continue   # settled twice (cannot happen under the lock): counted once
+                    self._held -= held[0]
                     if line.get("failed"):
                         continue   # a call that failed: nothing billed
                 self._usd += usd

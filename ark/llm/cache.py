@@ -202,18 +202,17 @@ class ResponseCache:
         self._run("INSERT OR IGNORE INTO responses (key, model, value) VALUES (?, ?, ?)", (key, model, blob))
 
     def claim(self, key: str) -> bool:
-        """Claim the reply to ``key`` for this process to buy: True when no one else is buying it (no
-        claim, or the claim of a process that has ended, taken over); False while another process, or
-        another task of this one, holds it (wait for its reply with `get`). Storing the reply (`put`)
-        or `release` ends the claim."""
+        """Claim the reply to ``key`` for this process to buy: True when it is not stored and no one else
+        is buying it (no claim, or the claim of a process that has ended, taken over); False when it is
+        stored or while another process, or another task of this one, holds the claim (look for the reply
+        with `get`, and wait while it is not there). Storing the reply (`put`) or `release` ends the claim."""
         me, now = holder.me(), time.time()
-        if self._run("INSERT OR IGNORE INTO claims (key, holder, t) VALUES (?, ?, ?)", (key, me, now)).rowcount:
+        if self._run("INSERT OR IGNORE INTO claims (key, holder, t) SELECT ?, ?, ? "
+                     "WHERE NOT EXISTS (SELECT 1 FROM responses WHERE key = ?)", (key, me, now, key)).rowcount:
             return True
         row = self._run("SELECT holder, t FROM claims WHERE key = ?", (key,)).fetchone()
-        if row is None:   # released in between: try again
-            return self.claim(key)
-        if holder.alive(row[0], row[1]):
-            return False
+        if row is None or holder.alive(row[0], row[1]):
+            return False   # stored, released a moment ago, or being bought
         return bool(self._run("UPDATE claims SET holder = ?, t = ? WHERE key = ? AND holder = ?",
                               (me, now, key, row[0])).rowcount)
 

@@ -509,17 +509,14 @@ class LLMClient:
         return resp
 
     async def _claim(self, key: str) -> dict | None:
-        """Claim ``key`` for this process to buy (None), or, while another process or task is buying it,
-        wait for its reply and return that (`ark.llm.cache.ResponseCache.claim`)."""
+        """Claim ``key`` for this process to buy (None), or, when another process or task has bought it or
+        is buying it, its reply, waited for (`ark.llm.cache.ResponseCache.claim`)."""
         while not self.cache.claim(key):
-            await asyncio.sleep(CLAIM_WAIT_S)
             hit = self.cache.get(key)
             if hit is not None:
                 return hit
-        hit = self.cache.get(key)   # stored between the first look and the claim
-        if hit is not None:
-            self.cache.release(key)
-        return hit
+            await asyncio.sleep(CLAIM_WAIT_S)
+        return None
 
     async def _call_with_retries(self, messages: list[dict], tools: list[dict],
                                  params: dict) -> ChatResponse:
