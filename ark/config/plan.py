@@ -17,7 +17,9 @@ A run is paid when ARK calls a backbone of a paid provider (openai, azure) at a 
   measurement the worst case of its settings (`ark.cost.forecast.TokenModel.worst`), and never more
   than ``max_cost_usd`` when a cap is set;
 - the run spends under an `ark.cost.cap.Budget`: ``max_cost_usd`` caps the run's own ledger
-  (``<run dir>/spend.jsonl``), or in a sweep its sweep's ledger (``sweep_ledger``).
+  (``<run dir>/spend.jsonl``), or in a sweep its sweep's ledger (``sweep_ledger``), each call reserved
+  there before it is sent; in a worker of a parallel sweep the budget refuses every call once the
+  process that launched the sweep is gone (`ark.run.lifeline.orphaned`).
 
     from ark.config.plan import estimate, prepare
     forecasts = estimate([cfg], run)           # estimate=true (pilots, ark.config.evaluation.run, where nothing is known)
