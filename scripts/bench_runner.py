@@ -17,6 +17,10 @@ compete with the runner for the GIL. Reported per run:
   - the agent's non-LLM time per query (tools, prompt building) from the trajectories, for context,
   - the client process's CPU time per LLM call.
 
+``--paid yes`` runs the agents as a capped point of a paid sweep does: an LLM cache (each call claimed,
+its reply stored), a budget under a cap that reserves each call in a run ledger and a sweep ledger before
+it is sent and settles it after; ``--paid both`` runs without, then with, side by side.
+
 ``--mode stub`` replaces the agents by a stand-in that waits 2 x latency and returns the warm-up
 query's real trajectories, so the runner alone (scheduling, records, files) is measured against the
 same bound; ``--mode both`` (default) reports both. ``--http`` picks the LLM client's transport
@@ -63,7 +67,7 @@ class StubRetriever:
 
 
 def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: Path, progress: bool,
-          mode: str = "agent", http: str = "aiohttp") -> dict:
+          mode: str = "agent", http: str = "aiohttp", paid: bool = False) -> dict:
     from ark.agent import AgentConfig
     from ark.data.sources import DemoSource
     from ark.llm.client import BackboneConfig
@@ -86,10 +90,18 @@ def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: 
         base_url = queue.get(timeout=120)
         tmp = Path(tempfile.mkdtemp(prefix="bench_runner_"))
         backbone = BackboneConfig(name="scripted", model="scripted", provider="vllm", base_url=base_url,
-                                  max_retries=0, timeout_s=60, http=http)
+                                  max_retries=0, timeout_s=60, http=http, prices=(2.0, 8.0) if paid else None)
+        budget = None
+        if paid:   # what a capped point of a sweep does per call: cache claim and reply, two ledgers
+            from ark.cost.cap import Budget
+            from ark.cost.ledger import Ledger
+
+            budget = Budget(1e6, run=Ledger(tmp / "run" / "spend.jsonl"), sweep=Ledger(tmp / "sweep.jsonl"),
+                            label="bench")
         retriever = build_ark(graph, backbone, AgentConfig(t_max=5, n_agents=n_agents,
                                                           concurrency=concurrency * n_agents),
-                              ToolConfig(), llm_cache=None, index_cache=str(data_root / "cache" / "demo"))
+                              ToolConfig(), llm_cache=str(tmp / "llm.sqlite") if paid else None,
+                              index_cache=str(data_root / "cache" / "demo"), budget=budget)
         async def warm_up():  # index, prompt, numba (not timed); its HTTP pool dies with its loop
             try:
                 return await retriever.aretrieve(queries[0].text, "warmup")
@@ -116,7 +128,7 @@ def bench(n: int, latency_s: float, concurrency: int, n_agents: int, data_root: 
         trajs = json.loads((tmp / "run" / r["trajectory_file"]).read_text())
         traj_overhead.append(max(sum(s.get("tool_latency_s", 0) for s in t["steps"]) for t in trajs))
     return {
-        "mode": mode, "http": http if mode == "agent" else None, "n_queries": n, "latency_s_per_call": latency_s, "concurrency": concurrency, "agents_per_query": n_agents,
+        "mode": mode, "http": http if mode == "agent" else None, "paid": paid, "n_queries": n, "latency_s_per_call": latency_s, "concurrency": concurrency, "agents_per_query": n_agents,
         "n_ok": summary["n_ok"], "n_failed": summary["n_failed"],
         "wall_s": round(wall, 3), "bound_s": round(bound, 3), "ratio": round(wall / bound, 3),
         "runner_bookkeeping_ms_per_query": round(1000 * summary["this_run"]["bookkeeping_s_per_query"], 3),
@@ -140,18 +152,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", choices=["agent", "stub", "both"], default="both")
     p.add_argument("--http", choices=["aiohttp", "openai", "both"], default="aiohttp",
                    help="the LLM client's transport for the agent runs (targets apply to aiohttp, the default)")
+    p.add_argument("--paid", choices=["no", "yes", "both"], default="no",
+                   help="yes: the agents run as a capped point of a sweep does (LLM cache with its claims, a budget "
+                        "reserving and settling each call in a run and a sweep ledger); both: without, then with")
     a = p.parse_args(argv)
-    runs = [("stub", "aiohttp")] if a.mode in ("stub", "both") else []
+    runs = [("stub", "aiohttp", False)] if a.mode in ("stub", "both") else []
     if a.mode in ("agent", "both"):
-        runs += [("agent", h) for h in (["aiohttp", "openai"] if a.http == "both" else [a.http])]
+        paid = {"no": [False], "yes": [True], "both": [False, True]}[a.paid]
+        runs += [("agent", h, m) for h in (["aiohttp", "openai"] if a.http == "both" else [a.http]) for m in paid]
     ok, walls = True, {}
-    for mode, http in runs:
-        res = bench(a.n, a.latency, a.concurrency, a.n_agents, a.root, a.progress, mode, http)
+    for mode, http, paid in runs:
+        res = bench(a.n, a.latency, a.concurrency, a.n_agents, a.root, a.progress, mode, http, paid)
         print(json.dumps(res, indent=1))
         good = res["ratio"] <= 1.2 and res["runner_bookkeeping_ms_per_query"] < 5
         label = f"{mode} ({http})" if mode == "agent" else mode
         print(label, "PASS" if good else "FAIL", "(targets: ratio <= 1.2, runner bookkeeping < 5 ms/query)")
-        if mode == "agent":
+        if mode == "agent" and not paid:
             walls[http] = res["wall_s"]
         ok = ok and (good or (mode == "agent" and http != "aiohttp"))
     if len(walls) == 2:

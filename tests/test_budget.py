@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from ark.cost.cap import Budget, BudgetExhausted
 from ark.cost.ledger import Ledger
 from ark.cost.prices import Price
+from tests.helpers.scripted_server import ScriptedServer, text_reply
+
+REPO = Path(__file__).resolve().parents[1]
 
 WORST = Price(0.0, 600_000.0)   # with max_tokens=1 a call's worst case is $0.60 (no prompt price)
 
@@ -91,3 +99,85 @@ def test_a_line_torn_by_a_kill_is_cut_before_the_next(tmp_path):
     assert Ledger(path).total() == 1.0            # the torn line is not counted
     Ledger(path).add(2.0)
     assert Ledger(path).total() == 3.0 and len(path.read_text().splitlines()) == 2
+
+
+PAYING_CHILD = """
+import asyncio, sys, time
+from ark.cost.cap import Budget
+from ark.cost.ledger import Ledger
+from ark.llm.client import BackboneConfig, LLMClient
+
+backbone = BackboneConfig(name="paid", model="paid", provider="vllm", base_url=sys.argv[1], prices=(2.0, 8.0),
+                          max_tokens=100)
+budget = Budget(float(sys.argv[3]) if sys.argv[3] != "none" else None, run=Ledger(sys.argv[2]), label="child")
+client = LLMClient(backbone, budget=budget)
+
+async def go():
+    await asyncio.gather(*(client.chat([{"role": "user", "content": f"question {i}"}], []) for i in range(4)))
+
+asyncio.run(go())
+time.sleep(600)
+"""
+
+
+def _paying_child(server: ScriptedServer, ledger: Path, cap: str = "none") -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", PAYING_CHILD, server.base_url, str(ledger), cap],
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _wait(condition, what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_calls_in_flight_at_a_kill_are_counted_as_paid_by_the_next_run(tmp_path):
+    """kill -9 with 4 calls in flight: the provider bills all 4; the ledger, read by the next run's budget,
+    counts them (at their worst case: what they cost is not known)."""
+    ledger = tmp_path / "spend.jsonl"
+    with ScriptedServer([text_reply("late")] * 4, latency_s=3.0) as server:
+        child = _paying_child(server, ledger)
+        try:
+            _wait(lambda: server.in_flight == 4, "4 calls in flight")
+        finally:
+            child.kill()
+            child.wait()
+        _wait(lambda: server.in_flight == 0, "the server to answer (bill) the calls")
+        rerun = Budget(None, run=Ledger(ledger), label="rerun")
+        assert Ledger(ledger).calls() == server.calls == 4          # every billed call is in the ledger
+        assert Ledger(ledger).in_flight() == 0 and rerun.run_paid_before == pytest.approx(Ledger(ledger).total())
+        worst = 4 * 100 * 8.0 / 1e6                                  # 4 x max_tokens at the output price (+ prompts)
+        assert worst < Ledger(ledger).total() < 1.1 * worst
+
+
+def test_another_processs_calls_in_flight_count_against_the_cap(tmp_path):
+    """Two processes under one cap: a call that fits only without the other's calls in flight waits for
+    them; once the other is killed, its calls count as paid at their worst case and the cap refuses."""
+    ledger = tmp_path / "sweep.jsonl"
+    with ScriptedServer([text_reply("late")] * 4, latency_s=600.0) as server:
+        child = _paying_child(server, ledger, cap="1.0")
+        try:
+            _wait(lambda: server.in_flight == 4, "the other process's 4 calls in flight")
+            budget = Budget(0.01, sweep=Ledger(ledger), run=Ledger(tmp_path / "run.jsonl"))
+            others = Ledger(ledger).committed()                      # 4 x (100 tokens at $8/1M + the prompt)
+            assert 0.0032 < others < 0.0034
+
+            async def second():                                      # with max_tokens=1: a worst case of $0.008
+                return await budget.reserve(Price(0.0, 8_000.0), [], None, max_tokens=1)
+
+            async def go():
+                task = asyncio.create_task(second())
+                await asyncio.sleep(1.0)
+                assert not task.done()                               # $0.0032 in flight + $0.008 > $0.01: it waits
+                child.kill()
+                child.wait()
+                with pytest.raises(BudgetExhausted):
+                    await asyncio.wait_for(task, 60)
+
+            asyncio.run(go())
+        finally:
+            child.kill()
+            child.wait()
+        assert Ledger(ledger).calls() == server.calls == 4 and Ledger(ledger).in_flight() == 0
+        assert Ledger(tmp_path / "run.jsonl").calls() == 0

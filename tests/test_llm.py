@@ -11,6 +11,7 @@ import logging
 import multiprocessing as mp
 import os
 import re
+import time
 
 import pytest
 
@@ -207,6 +208,48 @@ def test_cache_replays_without_http(tmp_path):
     assert json.loads(other_agent.tool_calls[0].arguments) == {"query": "b"}
     assert strip(r1) == strip(other_agent)
     assert client.stats.cache_hits == 1 and client.stats.http_requests == 2
+
+
+def _ask(base_url: str, path: str) -> None:
+    client = LLMClient(BackboneConfig(name="scripted", model="scripted-model", provider="vllm", base_url=base_url),
+                       cache=path)
+    run(client.chat(MESSAGES, TOOLS, agent_index=0))
+
+
+def test_a_reply_being_bought_elsewhere_is_waited_for_and_a_dead_buyers_claim_taken_over(tmp_path):
+    """Two processes ask for one reply at once: one buys it, the other waits for it. A buyer killed with
+    its call in flight leaves its claim; the next asker takes it over and buys the reply itself."""
+    path = str(tmp_path / "llm.sqlite")
+    ctx = mp.get_context("fork")
+    with ScriptedServer([slow(tool_reply(("search_graph", {"query": "a"})), 1.0)] * 3) as s:
+        other = ctx.Process(target=_ask, args=(s.base_url, path))
+        other.start()
+        deadline = time.monotonic() + 60
+        while s.calls < 1:
+            assert time.monotonic() < deadline, "the other process never asked"
+            time.sleep(0.01)
+        client = LLMClient(cfg(s), cache=path)
+        waited = run(client.chat(MESSAGES, TOOLS, agent_index=0))
+        other.join(60)
+        assert other.exitcode == 0 and s.calls == 1 and waited.cached and client.stats.http_requests == 0
+
+        key = cache_key(model="m", messages=[{"role": "user", "content": "q"}], tools=None, params={}, agent_index=0)
+        killed = ctx.Process(target=_claim_and_hang, args=(path, key))
+        killed.start()
+        cache = ResponseCache(path)
+        while cache.claim(key):              # until the other process holds the claim
+            cache.release(key)
+            assert time.monotonic() < deadline + 60
+            time.sleep(0.01)
+        assert not cache.claim(key)          # held by a running process: wait
+        killed.kill()
+        killed.join()
+        assert cache.claim(key)              # its holder was killed: taken over
+
+
+def _claim_and_hang(path: str, key: str) -> None:
+    assert ResponseCache(path).claim(key)
+    time.sleep(600)
 
 
 def test_cache_keeps_replies_of_another_prompt_rendering_apart(tmp_path):

@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from ark.cost.ledger import Ledger
 from ark.run.rundir import RunDir
 from tests.helpers.paths import DEMO_ROOT
 from tests.helpers.policies import ark_like
+from tests.helpers.processes import children, running, until
 from tests.helpers.scripted_server import ScriptedServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,3 +119,63 @@ def test_max_cost_usd_caps_a_sweep_of_two_parallel_points(tmp_path, monkeypatch)
         assert len(list((tmp_path / "runs" / "default" / ".sweeps").glob("*.jsonl"))) == 1
         assert ledger.total() == pytest.approx(sum(RunDir(r.path).metrics["paid_usd"] for r in runs))
         assert ledger.total() == pytest.approx(sum(RunDir(r.path).metrics["cost_usd"] for r in runs))
+
+
+def test_kill_9_of_a_parallel_sweep_stops_its_workers_and_their_spending(tmp_path):
+    """kill -9 of the process that launched a capped ``local_parallel`` sweep: its workers die with it, the
+    provider bills no more than the calls in flight at the kill, and the sweep's ledger counts them all."""
+    with ScriptedServer(responder=ark_like, latency_s=0.3) as server:
+        args = [f"paths.data={DEMO_ROOT}", "graph=demo", "backbone=gpt-4.1", f"+backbone.base_url={server.base_url}",
+                f"paths.llm_cache={tmp_path}/llm.sqlite", "budget=t5_n1", "budget.agent.n_agents=2",
+                "split=test,val", "limit=30", "concurrency=2", "progress=false", "n_boot=20", "max_cost_usd=4",
+                "hydra/launcher=local_parallel", "hydra.launcher.n_jobs=2", f"paths.runs={tmp_path / 'runs'}"]
+        launcher = subprocess.Popen([sys.executable, "-m", "ark", "run", "-m", *args], cwd=tmp_path,
+                                    env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "sk-scripted-" + "0" * 20},
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        workers: set[int] = set()
+        try:
+            def spending() -> bool:
+                workers.update(children(launcher.pid))
+                assert launcher.poll() is None, "the sweep ended before the kill"
+                return server.calls >= 24 and server.in_flight > 0
+            until(spending, "the sweep's points to spend")
+            workers.update(children(launcher.pid))
+            os.kill(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+            billed_at_kill, in_flight_at_kill = server.calls, server.in_flight
+            until(lambda: not any(running(w) for w in workers), "the workers to die", timeout_s=30)
+            until(lambda: server.in_flight == 0, "the calls in flight to be answered", timeout_s=30)
+            time.sleep(1.0)                                          # nothing left that could call
+        finally:
+            for w in workers:                                        # what the sweep left behind (old code)
+                if running(w):
+                    os.kill(w, signal.SIGKILL)
+        assert len(workers) >= 2
+        assert server.calls <= billed_at_kill + in_flight_at_kill   # only the calls in flight were billed after it
+        (ledger_file,) = (tmp_path / "runs" / "default" / ".sweeps").glob("*.jsonl")
+        ledger = Ledger(ledger_file)
+        lost, _ = ledger.reconcile()                                 # the calls the killed points left in flight
+        # every billed call is in the ledger (more only by a call reserved and not yet sent at the kill)
+        assert ledger.in_flight() == 0 and server.calls <= ledger.calls() <= server.calls + lost
+
+
+def test_a_parallel_sweep_pays_for_the_replies_its_points_share_once(tmp_path):
+    """Points sharing prompts (n=1 and n=2 agents share agent 0's calls), launched in parallel on one LLM
+    cache: the provider bills as many calls as for the same sweep launched in order."""
+    billed = {}
+    with ScriptedServer(responder=ark_like, latency_s=0.3) as server:
+        for launcher in ("basic", "local_parallel"):
+            tmp = tmp_path / launcher
+            tmp.mkdir()
+            before = server.calls
+            done = _sweep(tmp, f"paths.data={DEMO_ROOT}", "graph=demo", "backbone=gpt-4.1",
+                          f"+backbone.base_url={server.base_url}", f"paths.llm_cache={tmp}/llm.sqlite",
+                          "budget=t5_n1", "budget.agent.n_agents=1,2", "limit=6", "concurrency=3", "progress=false",
+                          "n_boot=20", "max_cost_usd=4", f"hydra/launcher={launcher}",
+                          *(["hydra.launcher.n_jobs=2"] if launcher != "basic" else []),
+                          env={"OPENAI_API_KEY": "sk-scripted-" + "0" * 20})
+            assert done.returncode == 0, done.stderr
+            billed[launcher] = server.calls - before
+            runs = sorted((tmp / "runs" / "default" / "demo").iterdir())
+            assert len(runs) == 2 and all(RunDir(r).complete for r in runs)
+    assert billed["local_parallel"] == billed["basic"] > 0

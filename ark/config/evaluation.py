@@ -212,6 +212,9 @@ def job(cfg: DictConfig) -> None:
             return
         remove_unstarted(job_dir, Path(cfg.paths.runs), made)
 
+    from ark.run import lifeline
+
+    lifeline.hold()   # a point in a worker of a parallel sweep dies with the process that launched it
     logs.setup(verbose=cfg.get("verbose") is True)
     try:
         result = run(cfg)

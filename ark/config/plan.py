@@ -20,7 +20,9 @@ A run is paid when ARK calls a backbone of a paid provider (openai, azure) at a 
   measurement the worst case of its settings (`ark.cost.forecast.TokenModel.worst`), and never more
   than ``max_cost_usd`` when a cap is set;
 - the run spends under an `ark.cost.cap.Budget`: ``max_cost_usd`` caps the run's own ledger
-  (``<run dir>/spend.jsonl``), or in a sweep its sweep's ledger (``sweep_ledger``).
+  (``<run dir>/spend.jsonl``), or in a sweep its sweep's ledger (``sweep_ledger``), each call reserved
+  there before it is sent; in a worker of a parallel sweep the budget refuses every call once the
+  process that launched the sweep is gone (`ark.run.lifeline.orphaned`).
 
     from ark.config.plan import estimate, pilot, prepare
     forecasts = estimate([cfg])                # estimate=true: printed, no LLM call
@@ -197,8 +199,11 @@ class Plan:
     def budget(self, out_dir: Path) -> Budget:
         """The run's budget: its own ledger in ``out_dir``, the sweep's when it belongs to one (the cap
         then counts the sweep's spend)."""
+        from ark.run.lifeline import orphaned
+
         sweep = Ledger(self.sweep_ledger) if self.sweep_ledger else None
-        return Budget(self.cap_usd, run=Ledger(Path(out_dir) / RUN_LEDGER), sweep=sweep, label=self.label)
+        return Budget(self.cap_usd, run=Ledger(Path(out_dir) / RUN_LEDGER), sweep=sweep, label=self.label,
+                      guard=orphaned)
 
 
 def _sweep_forecast(cfg: DictConfig) -> dict | None:

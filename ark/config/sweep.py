@@ -101,6 +101,9 @@ def ledger_path(cfgs: Sequence) -> Path:
 def prepare(overrides: Sequence[str], config_name: str = "config", run=None) -> list[str] | None:
     """The overrides to launch the sweep ``overrides`` with (see the module doc); None when nothing is to
     be launched (``estimate=true``, ``pilot=true``). ``run``: the run of a pilot (`ark.config.evaluation.run`)."""
+    from ark.run import lifeline
+
+    lifeline.mark_launcher()   # a worker running a point dies with this process (local_parallel)
     overrides = list(overrides)
     points = sweep_points(overrides, config_name)
     cfgs = [compose(p, config_name) for p in points]

@@ -1,14 +1,18 @@
 """The spending cap of paid runs: `Budget`, which counts in the ledgers of `ark.cost.ledger`.
 
 A `Budget` is what the LLM client (`ark.llm.client.LLMClient`) consults before each call that the
-cache cannot answer. With a cap (``max_cost_usd``) a call starts only when the spend so far in the
-capped ledger (the run's, or the sweep's), plus the worst case of the calls in flight in this process
-and of the call itself (its prompt estimated from its characters, its whole ``max_tokens``), stays
-within the cap. A call that would fit once calls in flight have finished waits for them; one that
-would not fit even then raises `BudgetExhausted`, and the budget stays exhausted, so no new call
-starts: the cap is reached. Calls in flight finish, and their replies are paid, cached and kept. Other processes'
-calls in flight are not seen: a parallel sweep can pass its cap by the calls its other points have in
-flight at that moment. Without a cap a budget only records what is paid.
+cache cannot answer. Every such call is reserved in the run's ledger (and its sweep's) before it is sent,
+at its worst case (its prompt estimated from its characters, its whole ``max_tokens``), and settled
+after at what it cost (`ark.cost.ledger`): every process of a sweep sees the others' calls in flight,
+and a process killed with calls in flight leaves their reservations behind, counted as paid at their
+worst case by the next run (`Ledger.reconcile`, at the budget's start and whenever room runs out).
+With a cap (``max_cost_usd``) a call starts only when the capped ledger's spend (the run's, or the
+sweep's) plus the worst case of every call in flight, any process's, and of the call itself stays within
+the cap; the check and the reservation are one step under the ledger's lock. A call that would fit once
+calls in flight have finished waits for them; one that would not fit even then raises
+`BudgetExhausted`, and the budget stays exhausted, so no new call starts: the cap is reached. Calls in
+flight finish, and their replies are paid, cached and kept. Without a cap a budget reserves and records
+what is paid the same way.
 
 The agent ends a trajectory whose call raised `BudgetExhausted` as it does one whose call failed
 (`ark.agent`); the runner (`ark.run.spending`) does not record a query cut short this way, stops
@@ -25,7 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from ark.cost.ledger import Ledger
@@ -48,6 +53,7 @@ def stopped_by_budget(error: str | None) -> bool:
 @dataclass
 class Ticket:
     worst_usd: float
+    holds: list = field(default_factory=list)   # (ledger, reservation id) to settle
 
 
 def worst_case_usd(price: Any, messages: list[dict], tools: list[dict] | None, max_tokens: int) -> float:
@@ -61,20 +67,24 @@ class Budget:
     """The cap one run (or one sweep) spends under, and the ledgers its payments go to."""
 
     def __init__(self, cap_usd: float | None = None, run: Ledger | None = None, sweep: Ledger | None = None,
-                 label: str = ""):
+                 label: str = "", guard: Callable[[], bool] | None = None):
         if cap_usd is not None and cap_usd < 0:
             raise ValueError(f"max_cost_usd must be >= 0 or null, got {cap_usd}")
         self.cap_usd, self.run, self.sweep, self.label = cap_usd, run, sweep, label
+        self.guard = guard   # asked before each call: True when this process must spend no more
         self.capped = sweep if sweep is not None else run   # a sweep's cap counts every point's spend
+        self.ledgers = [x for x in (sweep, run) if x is not None]   # the capped one first
         self.exhausted = False
         self.reserved = 0.0
         self.paid = 0.0          # paid by this process
         self.refused = 0         # calls refused at the cap
         self._lock = threading.Lock()
+        for ledger in self.ledgers:   # calls a killed attempt left in flight: paid at their worst case
+            ledger.reconcile()
         self.run_paid_before = run.total() if run is not None else 0.0
 
     def spent(self) -> float:
-        """What the capped ledger holds (the run's spend over its attempts, or the sweep's)."""
+        """What the capped ledger holds as paid (the run's spend over its attempts, or the sweep's)."""
         return self.capped.total() if self.capped is not None else self.paid
 
     def why(self) -> str:
@@ -83,34 +93,57 @@ class Budget:
                 f"${money(self.spent())}); no new LLM call starts. Rerun with a higher max_cost_usd to go on "
                 "(the LLM cache answers every call already paid for)")
 
+    def _hold(self, worst: float) -> Ticket | None:
+        """The call's reservation in every ledger, the capped one checked against the cap; None when it
+        does not fit there."""
+        if self.capped is None:
+            if self.cap_usd is not None and self.paid + self.reserved + worst > self.cap_usd:
+                return None
+            self.reserved += worst
+            return Ticket(worst)
+        first = self.capped.hold(worst, self.label, self.cap_usd)
+        if first is None:
+            return None
+        holds = [(self.capped, first)] + [(x, x.hold(worst, self.label)) for x in self.ledgers[1:]]
+        self.reserved += worst
+        return Ticket(worst, holds)
+
+    def _room_may_free(self) -> bool:
+        """Whether calls in flight (this process's or another's) may still free room: dead processes'
+        reservations are settled as paid at their worst case on the way."""
+        if self.capped is None:
+            return self.reserved > 1e-12
+        return self.capped.reconcile()[1]
+
     async def reserve(self, price: Any, messages: list[dict], tools: list[dict] | None, max_tokens: int) -> Ticket:
         """Room for one call: at once when its worst case fits under the cap beside the calls in flight,
         after some of them have finished when it would fit without them, else `BudgetExhausted` (and the
         budget stays exhausted: no call starts after it)."""
         worst = worst_case_usd(price, messages, tools, max_tokens)
+        if self.guard is not None and self.guard():
+            raise BudgetExhausted("this process may spend no more: the sweep that started it has ended")
         while True:
             with self._lock:
-                if self.cap_usd is None:
-                    self.reserved += worst
-                    return Ticket(worst)
-                fits = not self.exhausted and self.spent() + self.reserved + worst <= self.cap_usd
-                if fits:
-                    self.reserved += worst
-                    return Ticket(worst)
-                if self.exhausted or self.reserved <= 1e-12:   # nothing in flight here would free room
-                    self.exhausted = True
+                if not self.exhausted:
+                    ticket = self._hold(worst)
+                    if ticket is not None:
+                        return ticket
+                    if not self._room_may_free():
+                        self.exhausted = True
+                if self.exhausted:
                     self.refused += 1
                     raise BudgetExhausted(self.why())
             await asyncio.sleep(WAIT_S)
 
     def settle(self, ticket: Ticket, response: Any | None) -> None:
-        """Release a reservation; a reply (not from the cache) goes to the ledgers at its cost."""
+        """Close a reservation: a reply (not from the cache) goes to the ledgers at its cost, a call that
+        failed at nothing."""
         paid = response is not None and not getattr(response, "cached", False)
         with self._lock:
             self.reserved -= ticket.worst_usd
             if paid:
                 self.paid += response.cost_usd
-        if paid:
-            for ledger in (self.run, self.sweep):
-                if ledger is not None:
-                    ledger.add(response.cost_usd, response.prompt_tokens, response.completion_tokens, self.label)
+        usd = response.cost_usd if paid else 0.0
+        pt, ct = (response.prompt_tokens, response.completion_tokens) if paid else (0, 0)
+        for ledger, hid in ticket.holds:
+            ledger.settle(hid, usd, pt, ct, self.label, paid=paid)

@@ -1,55 +1,158 @@
-"""Ledgers: append-only files of what was paid, shared safely by the processes that write them.
+"""Ledgers: append-only files of what was paid and of the calls in flight, shared safely by the processes
+that write them.
 
-One JSON line per LLM reply that was not answered from the cache (``{"t", "usd", "prompt", "completion",
-"run"}``). Several processes may write one at once (a parallel sweep's points share their sweep's
-ledger): each line is appended whole under an exclusive ``flock``, a torn last line left by a kill is cut
-off before the next append, and `Ledger.total` reads only the lines appended since its last call. A run
-keeps its own ledger in its directory (`RUN_LEDGER`), so what it paid over every attempt is known on the
-next one; a sweep keeps one for all its points (`ark.config.sweep`). The spending cap (`ark.cost.cap`)
-counts in them.
+Three kinds of JSON line:
+
+- a reservation, written before an LLM call is sent: ``{"t", "hold": id, "worst", "by", "run"}`` (its
+  worst case in US$; ``by``, the process holding it, `ark.cost.holder`);
+- its settlement, written once the call ended: ``{"t", "settles": id, "usd", "prompt", "completion",
+  "run"}`` (``"failed": true`` for a call that failed: nothing was billed; ``"lost": true`` for a reservation
+  whose process died before settling it, counted as paid at its worst case);
+- a payment without reservation, ``{"t", "usd", "prompt", "completion", "run"}`` (`Ledger.add`).
+
+`Ledger.total` is what was paid (settled), `Ledger.committed` that plus the worst case of every call in
+flight in any process, which is what the spending cap (`ark.cost.cap`) counts against. `Ledger.hold`
+checks the cap and writes the reservation in one step under an exclusive ``flock``, so two processes
+never both take the last room. A reservation whose process was killed stays open until someone calls
+`Ledger.reconcile`, which settles it as paid at its worst case (the provider may have billed the call):
+after a kill the ledger never holds less than was billed.
+
+Each line is appended whole under the ``flock``, a torn last line left by a kill is cut off before the
+next append, and the ledger reads only the lines appended since its last read. A run keeps its own
+ledger in its directory (`RUN_LEDGER`), so what it paid over every attempt is known on the next one; a
+sweep keeps one for all its points (`ark.config.sweep`).
 
     ledger = Ledger(run_dir / RUN_LEDGER)
-    ledger.add(0.0123, prompt=4100, completion=60, run="prime/ark-gpt-4.1-t20_n3-full")
-    ledger.total(), ledger.calls()
+    hold = ledger.hold(0.05, run="prime/ark-gpt-4.1-t20_n3-full", cap=5.0)   # None: it would pass the cap
+    ledger.settle(hold, 0.0123, prompt=4100, completion=60, run="prime/ark-gpt-4.1-t20_n3-full")
+    ledger.total(), ledger.committed(), ledger.calls()
 """
 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import threading
 import time
 from pathlib import Path
 
+from ark.cost import holder
+
 RUN_LEDGER = "spend.jsonl"   # a run directory's own ledger
+_ids = itertools.count()
 
 
 class Ledger:
-    """An append-only file of payments, shared safely by processes (see the module doc)."""
+    """An append-only file of payments and reservations, shared safely by processes (module doc)."""
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
         self._offset = 0
         self._usd = 0.0
         self._calls = 0
+        self._open: dict[str, tuple[float, str, float]] = {}   # hold id -> (worst, holder, time)
+        self._held = 0.0                                          # the sum of their worst cases
         self._lock = threading.Lock()
+        self._fd: tuple[int, int] | None = None                   # (pid, fd): one descriptor per process
+        self._wlock = threading.Lock()
+
+    # -- writing -----------------------------------------------------------------------------
+    def _append(self, lines: list[dict], check=None) -> bool:
+        """Append ``lines`` under the file's exclusive lock; with ``check``, only when ``check()`` (called
+        under the lock, after the ledger read every line before it) says so."""
+        with self._wlock:   # a flock is the descriptor's: threads of this process take turns here first
+            fd = self._descriptor()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                st = os.fstat(fd)
+                if st.st_nlink == 0:   # the file was removed or replaced: write to the one at the path
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    fd = self._descriptor(reopen=True)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    st = os.fstat(fd)
+                size = st.st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":   # a line torn by a kill: cut it off
+                    data = os.pread(fd, size, 0)
+                    os.ftruncate(fd, data.rfind(b"\n") + 1)
+                if check is not None:
+                    with self._lock:
+                        self._read()
+                        ok = check()
+                    if not ok:
+                        return False
+                if lines:
+                    os.write(fd, "".join(json.dumps(line) + "\n" for line in lines).encode())
+                return True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _descriptor(self, reopen: bool = False) -> int:
+        """This process's descriptor of the file (a new one after a fork: a lock must not be shared)."""
+        with self._lock:
+            if reopen and self._fd is not None and self._fd[0] == os.getpid():
+                os.close(self._fd[1])
+                self._fd = None
+            if self._fd is None or self._fd[0] != os.getpid():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = (os.getpid(), os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            return self._fd[1]
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None and fd[0] == os.getpid():
+            try:
+                os.close(fd[1])
+            except OSError:
+                pass
 
     def add(self, usd: float, prompt: int = 0, completion: int = 0, run: str = "") -> None:
-        """Append one payment."""
-        line = json.dumps({"t": round(time.time(), 3), "usd": usd, "prompt": prompt, "completion": completion,
-                           "run": run}) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":   # a line torn by a kill: cut it off
-                data = os.pread(fd, size, 0)
-                os.ftruncate(fd, data.rfind(b"\n") + 1)
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)   # releases the flock
+        """Append one payment (a call that was not reserved)."""
+        self._append([{"t": round(time.time(), 3), "usd": usd, "prompt": prompt, "completion": completion,
+                       "run": run}])
+
+    def hold(self, worst_usd: float, run: str = "", cap: float | None = None) -> str | None:
+        """Reserve ``worst_usd`` for a call about to be sent and return the reservation's id; None (nothing
+        written) when ``cap`` is set and `committed` plus ``worst_usd`` would pass it."""
+        hid = f"{os.getpid()}.{next(_ids)}.{time.monotonic_ns() % 10**9}"
+        line = {"t": round(time.time(), 3), "hold": hid, "worst": worst_usd, "by": holder.me(), "run": run}
+        fits = None if cap is None else (lambda: self._usd + self._in_flight() + worst_usd <= cap + 1e-12)
+        return hid if self._append([line], fits) else None
+
+    def settle(self, hold_id: str, usd: float, prompt: int = 0, completion: int = 0, run: str = "",
+               paid: bool = True) -> None:
+        """Close the reservation ``hold_id``: the call cost ``usd``; ``paid`` False: it failed, nothing was
+        billed."""
+        line = {"t": round(time.time(), 3), "settles": hold_id, "usd": usd if paid else 0.0, "prompt": prompt,
+                "completion": completion, "run": run}
+        if not paid:
+            line["failed"] = True
+        self._append([line])
+
+    def reconcile(self) -> tuple[int, bool]:
+        """Settle the reservations of processes that ended without settling them, each as paid at its
+        worst case (the provider may have billed it). Returns (how many, whether reservations of running
+        processes remain open)."""
+        lost: list[dict] = []
+        live = [False]
+
+        def dead() -> bool:
+            for hid, (worst, by, t) in self._open.items():
+                if holder.alive(by, t):
+                    live[0] = True
+                else:
+                    lost.append({"t": round(time.time(), 3), "settles": hid, "usd": worst, "lost": True,
+                                 "run": "", "by": by})
+            return bool(lost)
+
+        if self.path.exists():
+            self._append(lost, dead)
+        return len(lost), live[0]
+
+    # -- reading -----------------------------------------------------------------------------
+    def _in_flight(self) -> float:
+        return self._held if self._open else 0.0
 
     def _read(self) -> None:
         try:
@@ -59,25 +162,51 @@ class Ledger:
         except FileNotFoundError:
             return
         if self._offset and not data and self.path.stat().st_size < self._offset:   # cut: read again
-            self._offset, self._usd, self._calls = 0, 0.0, 0
+            self._offset, self._usd, self._calls, self._open, self._held = 0, 0.0, 0, {}, 0.0
             return self._read()
         end = data.rfind(b"\n") + 1   # whole lines only: the last one may still be being written
         for raw in data[:end].splitlines():
             try:
-                self._usd += float(json.loads(raw)["usd"])
+                line = json.loads(raw)
+                if "hold" in line:
+                    worst = float(line["worst"])
+                    self._open[line["hold"]] = (worst, str(line.get("by", "")), float(line["t"]))
+                    self._held += worst
+                    continue
+                usd = float(line["usd"])
+                if "settles" in line:
+                    held = self._open.pop(line["settles"], None)
+                    if held is None:
+                        continue   # settled twice (cannot happen under the lock): counted once
+                    self._held -= held[0]
+                    if line.get("failed"):
+                        continue   # a call that failed: nothing billed
+                self._usd += usd
                 self._calls += 1
             except (ValueError, KeyError, TypeError):
                 continue   # a line torn by a kill and cut later
         self._offset += end
 
     def total(self) -> float:
-        """US$ paid so far, every writer included."""
+        """US$ paid so far (settled), every writer included."""
         with self._lock:
             self._read()
             return self._usd
 
+    def committed(self) -> float:
+        """US$ paid so far plus the worst case of every call in flight (any process)."""
+        with self._lock:
+            self._read()
+            return self._usd + self._in_flight()
+
     def calls(self) -> int:
-        """Payments (LLM replies) recorded so far."""
+        """Payments (LLM replies) recorded so far, reservations settled as lost included."""
         with self._lock:
             self._read()
             return self._calls
+
+    def in_flight(self) -> int:
+        """Reservations not settled yet (calls in flight, or left by a killed process until reconciled)."""
+        with self._lock:
+            self._read()
+            return len(self._open)

@@ -12,6 +12,12 @@ refuses without that wait (two processes switching a new file to WAL at once) is
 the same timeout, and the first write of a key wins (``INSERT OR IGNORE``), so every reader of a key
 sees the same reply.
 
+A reply is bought once however many processes ask for it at once (the points of a parallel sweep share
+prompts): the client claims a key it is about to buy (`ResponseCache.claim`, a row naming its process,
+`ark.cost.holder`); another process asking for the same key meanwhile waits for the reply instead of
+buying it again, and takes the claim over when its holder has ended without a reply (killed) or
+releases it (the call failed).
+
 A file that is not a readable SQLite database (header overwritten, cut short, replaced by text) is
 moved aside to ``<name>.corrupt-<UTC time>`` with a warning naming both files, and a fresh cache
 takes its place: the run goes on, and only the replies the lost file held are paid for again. A full
@@ -46,6 +52,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ark.cost import holder
+
 log = logging.getLogger(__name__)
 
 KEY_VERSION = "ark-llm-cache-v1"  # bump to invalidate every key after a format change
@@ -57,7 +65,15 @@ CREATE TABLE IF NOT EXISTS responses (
     model TEXT NOT NULL,
     value TEXT NOT NULL,
     created REAL NOT NULL DEFAULT (julianday('now'))
-)
+);
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    t REAL NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS reply_ends_claim AFTER INSERT ON responses BEGIN
+    DELETE FROM claims WHERE key = NEW.key;
+END;
 """
 
 
@@ -120,7 +136,7 @@ class ResponseCache:
             if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":   # WAL stays with the file
                 conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
+            conn.executescript(_SCHEMA)
         except BaseException:
             conn.close()
             raise
@@ -184,6 +200,25 @@ class ResponseCache:
         """Store ``value`` under ``key`` unless the key exists already (first write wins)."""
         blob = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         self._run("INSERT OR IGNORE INTO responses (key, model, value) VALUES (?, ?, ?)", (key, model, blob))
+
+    def claim(self, key: str) -> bool:
+        """Claim the reply to ``key`` for this process to buy: True when it is not stored and no one else
+        is buying it (no claim, or the claim of a process that has ended, taken over); False when it is
+        stored or while another process, or another task of this one, holds the claim (look for the reply
+        with `get`, and wait while it is not there). Storing the reply (`put`) or `release` ends the claim."""
+        me, now = holder.me(), time.time()
+        if self._run("INSERT OR IGNORE INTO claims (key, holder, t) SELECT ?, ?, ? "
+                     "WHERE NOT EXISTS (SELECT 1 FROM responses WHERE key = ?)", (key, me, now, key)).rowcount:
+            return True
+        row = self._run("SELECT holder, t FROM claims WHERE key = ?", (key,)).fetchone()
+        if row is None or holder.alive(row[0], row[1]):
+            return False   # stored, released a moment ago, or being bought
+        return bool(self._run("UPDATE claims SET holder = ?, t = ? WHERE key = ? AND holder = ?",
+                              (me, now, key, row[0])).rowcount)
+
+    def release(self, key: str) -> None:
+        """End this process's claim on ``key`` without a reply (the call failed or was refused)."""
+        self._run("DELETE FROM claims WHERE key = ? AND holder = ?", (key, holder.me()))
 
     def __len__(self) -> int:
         return self._run("SELECT COUNT(*) FROM responses").fetchone()[0]

@@ -43,7 +43,8 @@ Before each HTTP attempt the request waits for its slot under the backbone's ``r
 client given a ``budget`` (`ark.cost.cap.Budget`) asks it for room under the spending cap and pays
 the reply into its ledgers (``BudgetExhausted`` at the cap).
 With a ``ResponseCache`` a repeated request makes no HTTP call and returns the stored reply
-(tokens, latency and all) with ``cached=True``.
+(tokens, latency and all) with ``cached=True``; a request another process (or task) sharing the cache
+is buying at that moment waits for that reply (``cached=True`` too) instead of buying it again.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ T = TypeVar("T")
 PROVIDERS = ("openai", "azure", "vllm", "local", "rules")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
 TOOL_CHOICES = ("required", "auto", "none")
+CLAIM_WAIT_S = 0.05   # how often a call waiting for a reply another process is buying looks for it
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 _CONTEXT_RE = re.compile(
     r"context[_ ]length|maximum context|context window|maximum model length|"
@@ -507,23 +509,31 @@ class LLMClient:
             model = self.config.model if self.config.serving is None else f"{self.config.model}|{self.config.serving}"
             key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index)
             hit = self.cache.get(key)
+            if hit is None:
+                hit = await self._claim(key)   # None: this process buys the reply
             if hit is not None:
                 self.stats.cache_hits += 1
                 resp = ChatResponse.from_json(hit)
                 resp.cached = True
                 return resp
-        resp, ticket = None, (await self.budget.reserve(self.price, messages, tools, self.config.max_tokens)
-                              if self.budget is not None else None)   # BudgetExhausted at the cap
+        resp, ticket, stored = None, None, False
         try:
-            resp = await self._call_with_retries(messages, tools, params)
+            if self.budget is not None:   # BudgetExhausted at the cap
+                ticket = await self.budget.reserve(self.price, messages, tools, self.config.max_tokens)
+            try:
+                resp = await self._call_with_retries(messages, tools, params)
+            finally:
+                if ticket is not None:
+                    self.budget.settle(ticket, resp)   # its cost into the ledgers; a failed call costs nothing
+            if key is not None:
+                self.cache.put(key, resp.to_json(), model=self.config.model)   # ends the claim
+                stored = True
         finally:
-            if ticket is not None:
-                self.budget.settle(ticket, resp)   # its cost into the ledgers; a failed call costs nothing
+            if key is not None and not stored:
+                self.cache.release(key)
         self.stats.prompt_tokens += resp.prompt_tokens
         self.stats.completion_tokens += resp.completion_tokens
         self.stats.cost_usd += resp.cost_usd
-        if key is not None:
-            self.cache.put(key, resp.to_json(), model=self.config.model)
         return resp
 
     def _rules_reply(self, messages: list[dict], tools: list[dict]) -> ChatResponse:
@@ -537,6 +547,16 @@ class LLMClient:
         return ChatResponse(content=msg.get("content") or "", tool_calls=calls, prompt_tokens=0,
                             completion_tokens=0, latency_s=time.perf_counter() - start, cached=False,
                             finish_reason="tool_calls", model=self.config.model)
+
+    async def _claim(self, key: str) -> dict | None:
+        """Claim ``key`` for this process to buy (None), or, when another process or task has bought it or
+        is buying it, its reply, waited for (`ark.llm.cache.ResponseCache.claim`)."""
+        while not self.cache.claim(key):
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit
+            await asyncio.sleep(CLAIM_WAIT_S)
+        return None
 
     async def _call_with_retries(self, messages: list[dict], tools: list[dict],
                                  params: dict) -> ChatResponse:

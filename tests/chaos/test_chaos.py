@@ -265,3 +265,84 @@ def test_a_disk_that_fills_up(reference, tmp_path, monkeypatch):
     finally:
         if real:
             subprocess.run(["umount", "-l", str(disk)], check=False)   # lazy: the cache may still hold a file
+
+
+SWEEP_QUERIES = 30    # per point; two points (n=1 and n=2 agents, sharing agent 0's calls), 0.3 s per reply
+
+
+def _sweep(server, tmp: Path, wait: bool = True):
+    """A capped ``local_parallel`` sweep against ``server``: the process (running, or done)."""
+    args = [f"paths.data={DEMO_ROOT}", "graph=demo", "backbone=gpt-4.1", f"+backbone.base_url={server.base_url}",
+            f"paths.llm_cache={tmp}/llm.sqlite", "budget=t5_n1", "budget.agent.n_agents=1,2",
+            f"limit={SWEEP_QUERIES}", "concurrency=4", "progress=false", "n_boot=20", "max_cost_usd=20", "yes=true",
+            "hydra/launcher=local_parallel", "hydra.launcher.n_jobs=2", f"paths.runs={tmp / 'runs'}"]
+    proc = subprocess.Popen([sys.executable, "-m", "ark", "run", "-m", *args], cwd=tmp,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "sk-scripted-" + "0" * 20},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    if wait:
+        _, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, err
+    return proc
+
+
+def _digests(requests) -> Counter:
+    """Requests by their body, the server's call ids aside (they differ between runs)."""
+    import hashlib
+
+    return Counter(hashlib.sha256(json.dumps(normalize(r), sort_keys=True).encode()).hexdigest() for r in requests)
+
+
+def test_kill_9_of_a_capped_parallel_sweep(tmp_path):
+    """kill -9 of the process that launched a capped parallel sweep: no worker is left, the provider bills
+    at most the calls in flight after it, the sweep's ledger equals the provider's bill, and the resumed
+    sweep asks for exactly the replies an uninterrupted one does (only those in flight at the kill twice)."""
+    from ark.cost.ledger import Ledger
+    from ark.run.rundir import RunDir
+    from tests.helpers.policies import ark_like
+    from tests.helpers.processes import children, running, until
+    from tests.helpers.scripted_server import ScriptedServer
+
+    with ScriptedServer(responder=ark_like, latency_s=0.3) as server:
+        (tmp_path / "whole").mkdir()
+        _sweep(server, tmp_path / "whole")
+        whole = _digests(server.requests)
+        assert max(whole.values()) == 1                              # the points' shared replies bought once
+
+        tmp, first = tmp_path / "killed", len(server.requests)
+        tmp.mkdir()
+        launcher = _sweep(server, tmp, wait=False)
+        workers: set[int] = set()
+        try:
+            def spending() -> bool:
+                workers.update(children(launcher.pid))
+                assert launcher.poll() is None, "the sweep ended before the kill"
+                return server.calls - first >= random.Random(5).randrange(60, 160) and server.in_flight > 0
+            until(spending, "the sweep to spend")
+            os.kill(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+            billed_at_kill, in_flight = server.calls, server.in_flight
+            until(lambda: not any(running(w) for w in workers), "the workers to die", timeout_s=30)
+            until(lambda: server.in_flight == 0, "the calls in flight to be answered", timeout_s=60)
+            time.sleep(2.0)
+        finally:
+            for w in workers:
+                if running(w):
+                    os.kill(w, signal.SIGKILL)
+        assert len(workers) >= 2
+        assert server.calls <= billed_at_kill + in_flight              # no spending after the kill but in flight
+        (ledger_file,) = (tmp / "runs" / "default" / ".sweeps").glob("*.jsonl")
+        ledger = Ledger(ledger_file)
+        lost, _ = ledger.reconcile()                                   # the calls the kill left in flight
+        # the ledger holds the provider's bill; it can hold more only by a call reserved and not yet sent at
+        # the kill (counted at its worst case: nothing can tell it was not sent)
+        assert server.calls - first <= ledger.calls() <= server.calls - first + lost
+
+        _sweep(server, tmp)                                            # resumed
+        resumed = _digests(server.requests[first:])
+        print(f"\nkilled with {lost} calls in flight ({in_flight} at the server) after {billed_at_kill - first} billed; "
+              f"paid twice: {sum(n - 1 for n in resumed.values())}")
+        assert set(resumed) == set(whole)                              # the calls of an uninterrupted sweep
+        assert sum(n - 1 for n in resumed.values()) <= lost            # only those in flight at the kill twice
+        assert server.calls - first <= Ledger(ledger_file).calls() <= server.calls - first + lost
+        runs = sorted((tmp / "runs" / "default" / "demo").iterdir())
+        assert len(runs) == 2 and all(RunDir(r).complete for r in runs)
