@@ -239,3 +239,35 @@ def test_reproduce_table1_without_a_terminal_is_refused_before_any_call(server, 
     assert "above confirm_usd=5, and there is no terminal to confirm on: rerun with yes=true" in refusal
     assert after.endswith("the table1 sweep stopped on the error above; rerun once it is fixed (finished runs are kept)")
     assert server.calls == 0 and not list((tmp_path / "runs").rglob("predictions.jsonl"))
+
+
+def test_the_ledger_bills_cached_input_as_the_provider_does_and_most_input_is_cached(monkeypatch, tmp_path):
+    """The demo with ARK at T_max = 10, n = 3 on GPT-4.1 prices, the provider caching prompts by its
+    documented rule (the scripted server's accounting, on the bytes the client sends): at least 70% of the
+    input tokens are cached (every prompt begins with the same system prompt and tool schemas, and each
+    step's with the step before), and the run's ledger holds, to the cent's billionth, the bill the
+    provider's usage reports come to at the price table's rates, cached tokens at the cached-input rate."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    with ScriptedServer(responder=ark_like, prompt_cache=True) as server:
+        overrides = [*_overrides(server, tmp_path, "limit=30", "concurrency=4", "yes=true"),
+                     "budget.agent.t_max=10", "budget.agent.n_agents=3"]
+        summary = run(compose(overrides))
+    assert summary["status"] == "complete"
+    usages = server.usages
+    assert len(usages) >= 200   # a sweep of a few hundred calls
+    prompt = sum(u["prompt_tokens"] for u in usages)
+    cached = sum(u["prompt_tokens_details"]["cached_tokens"] for u in usages)
+    print(f"cached share {cached / prompt:.3f} of {prompt:,} prompt tokens over {len(usages)} calls")
+    assert cached >= 0.70 * prompt
+    price = PRICES["gpt-4.1"]
+    bill = sum(price.cost(u["prompt_tokens"], u["completion_tokens"], u["prompt_tokens_details"]["cached_tokens"])
+               for u in usages)
+    ledger_path = Path(compose(overrides).out_dir) / RUN_LEDGER
+    ledger = Ledger(ledger_path)
+    assert ledger.calls() == len(usages)
+    assert ledger.total() == pytest.approx(bill, rel=1e-9)
+    lines = [json.loads(x) for x in ledger_path.read_text().splitlines()]
+    assert sum(x["cached"] for x in lines) == cached
+    # the discount is real: at the full input rate the same calls cost more than twice as much
+    full = sum(_price(u["prompt_tokens"], u["completion_tokens"]) for u in usages)
+    assert ledger.total() < full / 2

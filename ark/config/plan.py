@@ -131,7 +131,8 @@ def forecasts(points: Sequence[Point]) -> list[fc.Forecast]:
         mean = sum(s.usd for s in samples) / len(samples) if samples else 0.0
         known = sum(p.samples[k].usd if k in p.samples else mean for k in done + replayed)
         if samples:
-            f = fc.forecast(p.name, samples, len(to_pay), len(p.keys), len(done), len(replayed), known, seed=i)
+            f = fc.forecast(p.name, samples, len(to_pay), len(p.keys), len(done), len(replayed), known, seed=i,
+                            price=price_of(p.cfg))
         else:
             n_agents = p.cfg.budget.agent.n_agents
             f = fc.worst_case(p.name, len(to_pay), len(p.keys), _worst_model(p.cfg), n_agents, price_of(p.cfg),

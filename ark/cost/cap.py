@@ -112,4 +112,5 @@ class Budget:
         if paid:
             for ledger in (self.run, self.sweep):
                 if ledger is not None:
-                    ledger.add(response.cost_usd, response.prompt_tokens, response.completion_tokens, self.label)
+                    ledger.add(response.cost_usd, response.prompt_tokens, response.completion_tokens, self.label,
+                               cached=getattr(response, "cached_tokens", 0))

@@ -1,7 +1,8 @@
 """Ledgers: append-only files of what was paid, shared safely by the processes that write them.
 
 One JSON line per LLM reply that was not answered from the cache (``{"t", "usd", "prompt", "completion",
-"run"}``). Several processes may write one at once (a parallel sweep's points share their sweep's
+"run", "cached"}``; ``cached``: the prompt tokens the provider served from its prompt cache, billed in
+``usd`` at the cached-input rate). Several processes may write one at once (a parallel sweep's points share their sweep's
 ledger): each line is appended whole under an exclusive ``flock``, a torn last line left by a kill is cut
 off before the next append, and `Ledger.total` reads only the lines appended since its last call. A run
 keeps its own ledger in its directory (`RUN_LEDGER`), so what it paid over every attempt is known on the
@@ -35,10 +36,10 @@ class Ledger:
         self._calls = 0
         self._lock = threading.Lock()
 
-    def add(self, usd: float, prompt: int = 0, completion: int = 0, run: str = "") -> None:
-        """Append one payment."""
+    def add(self, usd: float, prompt: int = 0, completion: int = 0, run: str = "", cached: int = 0) -> None:
+        """Append one payment (``cached``: of ``prompt``, the tokens billed at the cached-input rate)."""
         line = json.dumps({"t": round(time.time(), 3), "usd": usd, "prompt": prompt, "completion": completion,
-                           "run": run}) + "\n"
+                           "run": run, "cached": cached}) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -133,6 +133,7 @@ class ChatResponse:
     model: str = ""
     cost_usd: float = 0.0  # estimated from the price table (also for cached replies)
     attempts: int = 1  # HTTP attempts the original call took
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache (billed lower)
 
     def to_message(self) -> dict:
         """The assistant message to append to the conversation.
@@ -306,6 +307,7 @@ class LLMStats:
     retries: int = 0
     prompt_tokens: int = 0  # of non-cached replies
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
     cost_usd: float = 0.0  # of non-cached replies (money actually spent)
 
 
@@ -493,6 +495,7 @@ class LLMClient:
                 self.budget.settle(ticket, resp)   # its cost into the ledgers; a failed call costs nothing
         self.stats.prompt_tokens += resp.prompt_tokens
         self.stats.completion_tokens += resp.completion_tokens
+        self.stats.cached_tokens += resp.cached_tokens
         self.stats.cost_usd += resp.cost_usd
         if key is not None:
             self.cache.put(key, resp.to_json(), model=self.config.model)
@@ -549,19 +552,22 @@ class LLMClient:
         try:
             pt = int(usage.get("prompt_tokens") or 0)
             ct = int(usage.get("completion_tokens") or 0)
+            details = usage.get("prompt_tokens_details") or {}
+            cached = min(int(details.get("cached_tokens") or 0), pt)
         except (AttributeError, TypeError, ValueError):
             raise bad("usage is not token counts") from None
         return ChatResponse(
             content=content, tool_calls=calls, prompt_tokens=pt, completion_tokens=ct,
             latency_s=latency_s, cached=False, finish_reason=choice.get("finish_reason"),
             model=completion.get("model") if isinstance(completion.get("model"), str) else self.config.model,
-            cost_usd=self.cost(pt, ct),
-            attempts=attempts,
+            cost_usd=self.cost(pt, ct, cached),
+            attempts=attempts, cached_tokens=cached,
         )
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """Estimated US$ for the given token counts at this backbone's price."""
-        return (prompt_tokens * self.price.input_per_m + completion_tokens * self.price.output_per_m) / 1e6
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        """Estimated US$ for the given token counts at this backbone's price, ``cached_tokens`` of the
+        prompt at its cached-input rate."""
+        return self.price.cost(prompt_tokens, completion_tokens, cached_tokens)
 
     async def aclose(self) -> None:
         """Release the HTTP connections; the client stays usable (it makes new ones when needed)."""
