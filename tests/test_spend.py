@@ -271,3 +271,42 @@ def test_the_ledger_bills_cached_input_as_the_provider_does_and_most_input_is_ca
     # the discount is real: at the full input rate the same calls cost more than twice as much
     full = sum(_price(u["prompt_tokens"], u["completion_tokens"]) for u in usages)
     assert ledger.total() < full / 2
+
+
+def test_a_pilots_forecast_with_cached_input_holds_what_the_run_then_pays(monkeypatch, tmp_path):
+    """A 10-query pilot, billed with cached input, forecasts the other 30 queries: what the run then pays
+    (its ledger, the pilot's replies coming from the LLM cache) lies in the forecast's 95% interval, below
+    the same calls at the full input rate, which the forecast states too."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    with ScriptedServer(responder=ark_like, prompt_cache=True) as server:
+        overrides = [*_overrides(server, tmp_path, "limit=40", "yes=true"), "budget.agent.t_max=10",
+                     "budget.agent.n_agents=3"]
+        (f,) = run(compose([*overrides, "estimate=true", "estimate_queries=10"]))["estimate"]
+        before = len(server.usages)
+        summary = run(compose(overrides))
+        usages = server.usages[before:]
+    assert (f["rests_on"], f["to_pay"]) == (10, 30) and summary["status"] == "complete"
+    paid = Ledger(Path(compose(overrides).out_dir) / RUN_LEDGER).total()
+    assert paid == pytest.approx(summary["paid_usd"])
+    assert f["low"] <= paid <= f["high"]
+    full = sum(_price(u["prompt_tokens"], u["completion_tokens"]) for u in usages)
+    assert f["full_usd"] > f["high"] and paid < full / 2
+
+
+def test_runs_whose_schemas_change_each_step_lose_the_discount_and_the_forecast_says_so(monkeypatch, tmp_path):
+    """constrain_ids writes the ids shown so far into the tool schemas, which come before the messages: each
+    step's prompt no longer begins with the step before's, and most input is billed at the full rate."""
+    from ark.config.plan import header
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    shares = {}
+    for constrain in ("false", "true"):
+        with ScriptedServer(responder=ark_like, prompt_cache=True) as server:
+            overrides = [*_overrides(server, tmp_path / constrain, "limit=10", "yes=true"), "budget.agent.t_max=10",
+                         "budget.agent.n_agents=3", f"budget.agent.constrain_ids={constrain}"]
+            run(compose(overrides))
+        shares[constrain] = (sum(u["prompt_tokens_details"]["cached_tokens"] for u in server.usages)
+                             / sum(u["prompt_tokens"] for u in server.usages))
+        said = "billed without the cached-input discount" in header(compose(overrides))
+        assert said == (constrain == "true")
+    assert shares["true"] < 0.5 < 0.7 <= shares["false"]
