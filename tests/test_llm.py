@@ -613,3 +613,16 @@ def test_cached_input_is_read_from_the_reply_and_billed_at_the_cached_rate(monke
     assert client.stats.cached_tokens == second.cached_tokens
     assert estimate_cost("gpt-4.1", 1_000_000, 0, cached_tokens=1_000_000) == pytest.approx(0.50)
     assert estimate_cost("gpt-4o", 1_000_000, 0, cached_tokens=1_000_000) == pytest.approx(1.25)
+
+
+def test_a_price_set_in_the_config_may_name_its_cached_input_rate():
+    from ark.llm.client import BackboneConfig as Backbone
+
+    base = dict(name="new", model="gpt-5-2025-08-07", provider="openai")
+    named = Backbone(**base, price={"input_per_m": 1.25, "output_per_m": 10, "cached_input_per_m": 0.125})
+    price = resolve_price("openai", named.model, named.name, named.prices)
+    assert price.cost(1_000_000, 0, cached_tokens=1_000_000) == pytest.approx(0.125)
+    plain = Backbone(**base, price={"input_per_m": 1.25, "output_per_m": 10, "cached_input_per_m": None})
+    assert resolve_price("openai", plain.model, plain.name, plain.prices).cost(1_000_000, 0, 1_000_000) == 1.25
+    with pytest.raises(ValueError, match="price.cached_input_per_m must be a number >= 0"):
+        Backbone(**base, price={"input_per_m": 1.25, "output_per_m": 10, "cached_input_per_m": -1})

@@ -15,8 +15,8 @@ of 1,024 tokens or more (OpenAI Cookbook, "Prompt Caching 201", 2026); `CACHE_MI
 Self-hosted backends (vLLM, local llama.cpp) cost 0 here: their cost is GPU time, not tokens.
 A paid model (provider openai or azure) that this table does not know is refused before a run starts
 (`ark.config.checks`) unless the backbone names its price (``backbone.price.input_per_m``,
-``backbone.price.output_per_m``); such a price has no cached rate (its cached input is billed at the
-input rate, the upper bound).
+``backbone.price.output_per_m``, and optionally ``backbone.price.cached_input_per_m``; without it,
+cached input is billed at the input rate, the upper bound).
 
     from ark.cost.prices import estimate_cost
     estimate_cost("gpt-4.1", prompt_tokens=12_000, completion_tokens=800)   # -> 0.0304
@@ -74,13 +74,13 @@ def lookup_price(model: str) -> Price | None:
 
 
 def resolve_price(provider: str, model: str, name: str | None = None,
-                  override: tuple[float, float] | None = None) -> Price:
-    """The price a backbone is billed at: an explicit ``override`` (input, output per 1M) wins;
+                  override: tuple[float, ...] | None = None) -> Price:
+    """The price a backbone is billed at: an explicit ``override`` (input, output[, cached input] per 1M) wins;
     vLLM/local are free; else the table entry for ``model`` or, for Azure deployments named
     differently, for the backbone ``name`` (only for Azure: elsewhere ``model`` is what is billed).
     Raises ValueError naming the model and known ones."""
     if override is not None:
-        return Price(float(override[0]), float(override[1]))
+        return Price(*(float(x) for x in override))
     if provider in FREE_PROVIDERS:
         return Price(0.0, 0.0)
     for candidate in (model, name) if provider == "azure" else (model,):   # Azure: model is a deployment name

@@ -147,7 +147,12 @@ class ChatResponse:
         return msg
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The reply as trajectories and the LLM cache keep it; ``cached_tokens`` only when the provider
+        reported some (a reply without it read back has 0)."""
+        d = asdict(self)
+        if not d["cached_tokens"]:
+            del d["cached_tokens"]
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ChatResponse":
@@ -214,7 +219,7 @@ class BackboneConfig:
     max_retries: int = 6  # retries after the first attempt for transient errors
     backoff_base_s: float = 1.0  # first backoff; doubles per retry, jittered to [0.5x, 1x]
     backoff_max_s: float = 60.0  # cap on one backoff (and on an honoured Retry-After)
-    prices: tuple[float, float] | None = None  # US$ per 1M (input, output); default: ark.cost.prices
+    prices: tuple[float, ...] | None = None  # US$ per 1M (input, output[, cached input]); default: ark.cost.prices
     # the price by name, {input_per_m: US$, output_per_m: US$} per 1M tokens (sets `prices`); a paid model
     # that ark.cost.prices does not know is refused unless it is given
     price: dict | None = None
@@ -270,9 +275,10 @@ class BackboneConfig:
                 raise ValueError(f"{key} must be a number > 0 (per minute) or null for no pacing, got {v!r}")
         if self.prices is not None:
             prices = _plain(self.prices)
-            if len(prices) != 2:
-                raise ValueError(f"prices must be [input_per_1M, output_per_1M], got {prices!r}")
-            self.prices = (float(prices[0]), float(prices[1]))
+            if len(prices) not in (2, 3):
+                raise ValueError(f"prices must be [input_per_1M, output_per_1M] or [input_per_1M, output_per_1M, "
+                                 f"cached_input_per_1M], got {prices!r}")
+            self.prices = tuple(float(x) for x in prices)
 
     def key_env(self) -> str | None:
         return self.api_key_env or DEFAULT_KEY_ENV.get(self.provider)
@@ -282,11 +288,16 @@ class BackboneConfig:
         return asdict(self)
 
 
-def _named_price(price: Mapping[str, Any]) -> tuple[float, float]:
-    """``{"input_per_m": x, "output_per_m": y}`` -> (x, y), both given and >= 0."""
-    unknown = sorted(set(price) - {"input_per_m", "output_per_m"})
+def _named_price(price: Mapping[str, Any]) -> tuple[float, ...]:
+    """``{"input_per_m": x, "output_per_m": y}`` -> (x, y), both given and >= 0; with
+    ``"cached_input_per_m": z`` (optional, >= 0) -> (x, y, z)."""
+    unknown = sorted(set(price) - {"input_per_m", "output_per_m", "cached_input_per_m"})
     if unknown:
-        raise ValueError(f"price has no field {unknown[0]!r}; its fields are input_per_m, output_per_m")
+        raise ValueError(f"price has no field {unknown[0]!r}; its fields are input_per_m, output_per_m, "
+                         "cached_input_per_m")
+    cached = price.get("cached_input_per_m")
+    if cached is not None and (isinstance(cached, bool) or not isinstance(cached, (int, float)) or cached < 0):
+        raise ValueError(f"price.cached_input_per_m must be a number >= 0 (US$ per 1M tokens) or null, got {cached!r}")
     values = []
     for key in ("input_per_m", "output_per_m"):
         v = price.get(key)
@@ -294,7 +305,7 @@ def _named_price(price: Mapping[str, Any]) -> tuple[float, float]:
             raise ValueError(f"price.{key} must be a number >= 0 (US$ per 1M tokens) when a price is given, "
                              f"got {v!r}; set both input_per_m and output_per_m")
         values.append(float(v))
-    return values[0], values[1]
+    return (values[0], values[1]) if cached is None else (values[0], values[1], float(cached))
 
 
 @dataclass
