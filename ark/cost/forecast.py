@@ -144,7 +144,8 @@ def total(forecasts: Sequence[Forecast], n_boot: int = N_BOOT) -> Forecast:
                  sum(f.replayed for f in forecasts), sum(f.to_pay for f in forecasts),
                  sum(f.calls for f in forecasts), sum(f.prompt_tokens for f in forecasts),
                  sum(f.completion_tokens for f in forecasts), sum(f.usd for f in forecasts),
-                 sum(f.full_usd for f in forecasts), known_usd=sum(f.known_usd for f in forecasts), rests_on=sum(f.rests_on for f in forecasts))
+                 sum(f.full_usd for f in forecasts), known_usd=sum(f.known_usd for f in forecasts),
+                 rests_on=sum(f.rests_on for f in forecasts))
     measured = [f for f in forecasts if f.basis == "measured" and f.draws is not None]
     worst = [f for f in forecasts if f.basis == "worst case"]
     if measured:

@@ -1,13 +1,13 @@
 """Ledgers: append-only files of what was paid, shared safely by the processes that write them.
 
 One JSON line per LLM reply that was not answered from the cache (``{"t", "usd", "prompt", "completion",
-"run", "cached"}``; ``cached``: the prompt tokens the provider served from its prompt cache, billed in
-``usd`` at the cached-input rate). Several processes may write one at once (a parallel sweep's points share their sweep's
+"run", "cached"}``). Several processes may write one at once (a parallel sweep's points share their sweep's
 ledger): each line is appended whole under an exclusive ``flock``, a torn last line left by a kill is cut
 off before the next append, and `Ledger.total` reads only the lines appended since its last call. A run
 keeps its own ledger in its directory (`RUN_LEDGER`), so what it paid over every attempt is known on the
 next one; a sweep keeps one for all its points (`ark.config.sweep`). The spending cap (`ark.cost.cap`)
-counts in them.
+counts in them. ``cached``: the prompt tokens the provider served from its prompt cache, billed in ``usd``
+at the cached-input rate (`ark.cost.prices`).
 
     ledger = Ledger(run_dir / RUN_LEDGER)
     ledger.add(0.0123, prompt=4100, completion=60, run="prime/ark-gpt-4.1-t20_n3-full")

@@ -115,6 +115,7 @@ __all__ = [
     "FAULT_KINDS",
     "FaultPlan",
     "MALFORMED",
+    "PromptCache",
     "Reply",
     "hashed_embedding",
     "ScriptedServer",
