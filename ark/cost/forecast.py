@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ark.cost.prices import CACHE_MIN_TOKENS, CACHE_STEP_TOKENS
+
 # identity keys that cannot change what the agents send and receive (so neither the cost)
 COST_NEUTRAL = ("limit", "seed", "n_boot", "metrics_mode", "torchmetrics", "cut", "count_failed_as_miss",
                 "retriever.top")
@@ -178,7 +180,7 @@ class TokenModel:
             * s * (s - 1) / 2
         return prompt, s * self.reply_tokens
 
-    def cached_tokens(self, min_tokens: int = 1024, step: int = 128) -> float:
+    def cached_tokens(self, min_tokens: int = CACHE_MIN_TOKENS, step: int = CACHE_STEP_TOKENS) -> float:
         """Prompt tokens of one agent's trajectory that the provider serves from its prompt cache, by its
         rule (`ark.cost.prices.CACHE_MIN_TOKENS`, `CACHE_STEP_TOKENS`): the first prompt's system prompt
         and tool schemas (sent before, by another agent or query), each later prompt the whole prompt of

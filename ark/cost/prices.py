@@ -5,13 +5,14 @@ batch discount; checked 2025-04 (GPT-4.1 launch prices) and unchanged in third-p
 2026-03. Azure OpenAI global-standard deployments list the same rates.
 
 Cached input (``cached_input_per_m``): the rate of the prompt tokens a reply reports as served from the
-provider's prompt cache (``usage.prompt_tokens_details.cached_tokens``), from the same pricing page's
-"Cached input" column, as copied by trackers stored 2026-04 to 2026-05 (GPT-4.1 mini $0.10: oreate.ai's
-"GPT-4.1 Mini Pricing Explained", April 2026; GPT-4.1 nano $0.025: llmpricing.site, synced 2026-05-27):
-a quarter of the input rate for the GPT-4.1 family, half for the GPT-4o family. OpenAI caches a
-prompt's longest prefix, in steps of 128 tokens, that an earlier request sent identically, for prompts
-of 1,024 tokens or more (OpenAI Cookbook, "Prompt Caching 201", 2026); `CACHE_MIN_TOKENS`,
-`CACHE_STEP_TOKENS`.
+provider's prompt cache (``usage.prompt_tokens_details.cached_tokens``), the same pricing page's "Cached
+input" column, as dated copies of it give them: GPT-4.1 $0.50 and GPT-4o $1.25 (margindash.com, "GPT-4o vs GPT-4.1", data of 2026-03-05),
+GPT-4.1 mini $0.10 (oreate.ai, "GPT-4.1 Mini Pricing Explained", 2026-04), GPT-4.1 nano $0.025
+(llmpricing.site, from LiteLLM's cost map, synced 2026-05-27), GPT-4o mini $0.075 (oreate.ai, "How
+GPT-4o mini pricing ..."; cloudprice.net, 2026-06-20): a quarter of the input rate for the GPT-4.1
+family, half for the GPT-4o family. OpenAI caches a prompt's longest prefix, in steps of 128 tokens,
+that an earlier request sent identically, for prompts of 1,024 tokens or more (OpenAI Cookbook, "Prompt
+Caching 201", github.com/openai/openai-cookbook, 2026): `CACHE_MIN_TOKENS`, `CACHE_STEP_TOKENS`.
 Self-hosted backends (vLLM, local llama.cpp) cost 0 here: their cost is GPU time, not tokens.
 A paid model (provider openai or azure) that this table does not know is refused before a run starts
 (`ark.config.checks`) unless the backbone names its price (``backbone.price.input_per_m``,
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 PRICES_AS_OF = "2025-04-14"
 PRICES_SOURCE = "https://platform.openai.com/docs/pricing (standard tier)"
-CACHED_PRICES_AS_OF = "2026-05-27"   # the latest stored copy the cached-input rates were read from
+CACHED_PRICES_AS_OF = "2026-05-27"   # the cached-input rates: dated copies of the pricing page, 2026-03 to 2026-06
 CACHE_MIN_TOKENS = 1024   # OpenAI's prompt cache serves prompts of this many tokens or more
 CACHE_STEP_TOKENS = 128   # ... and caches their prefixes in steps of this many tokens
 

@@ -319,8 +319,11 @@ class PromptCache:
     """The prefixes a provider's prompt cache holds, and how many tokens of a prompt it serves (see the
     module doc): every prefix of a multiple of ``step`` tokens of every prompt seen, as a SHA-256."""
 
-    def __init__(self, min_tokens: int = 1024, step: int = 128):
-        self.min_tokens, self.step = min_tokens, step
+    def __init__(self, min_tokens: int | None = None, step: int | None = None):
+        from ark.cost.prices import CACHE_MIN_TOKENS, CACHE_STEP_TOKENS
+
+        self.min_tokens = CACHE_MIN_TOKENS if min_tokens is None else min_tokens
+        self.step = CACHE_STEP_TOKENS if step is None else step
         self._seen: set[bytes] = set()
 
     def serve(self, tokens: list[str]) -> int:
