@@ -253,6 +253,9 @@ def test_the_ledger_bills_cached_input_as_the_provider_does_and_most_input_is_ca
                      "budget.agent.t_max=10", "budget.agent.n_agents=3"]
         summary = run(compose(overrides))
     assert summary["status"] == "complete"
+    # what does not change within a run comes first, byte for byte the same in every request
+    heads = {json.dumps(r["tools"]) + json.dumps(r["messages"][0]) for r in server.requests}
+    assert len(heads) == 1 and all(r["messages"][0]["role"] == "system" for r in server.requests)
     usages = server.usages
     assert len(usages) >= 200   # a sweep of a few hundred calls
     prompt = sum(u["prompt_tokens"] for u in usages)
