@@ -8,7 +8,9 @@ queries) and one with ``estimate=true`` (the forecast of the rest), then the rea
 ``gpt-4.1`` backbone config sent to the scripted OpenAI-compatible server (tests/helpers/scripted_server.py),
 which answers with `tests.helpers.policies.ark_like`: trajectories shaped like GPT-4.1's (a search of the
 question, then searches and neighbor explorations, then select and finish; 2 to 12 steps per agent) and
-the usage a tokenizer would count (every prompt carries the observations gathered so far). Reported:
+the usage a tokenizer would count (every prompt carries the observations gathered so far), and the
+cached tokens OpenAI's prompt cache would report (``prompt_cache=True``: its documented rule on the bytes the
+client sends), which the run is billed for at the cached-input rate. Reported:
 
   - the forecast of what the run still pays (the queries after the pilot) and its 95% interval, against
     what it paid (its ledger), and whether that falls inside;
@@ -18,7 +20,11 @@ the usage a tokenizer would count (every prompt carries the observations gathere
     the rest of the run (the interval's coverage);
   - the token counts the run measured (LLM calls per agent, first prompt, what each step adds to the
     prompt, completion tokens per call), the ones `ark.cost.forecast.TokenModel.typical` carries, and what
-    that model and the run's settings' worst case say per query.
+    that model and the run's settings' worst case say per query;
+  - the share of input tokens the provider served from its prompt cache, measured and as the token model
+    predicts it from the prompt's structure (`TokenModel.cached_tokens`);
+  - Table 1's estimate (two ARK rows, three test splits) at the standard price and at the expected price
+    with cached input.
 """
 
 from __future__ import annotations
@@ -89,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
     tmp = Path(tempfile.mkdtemp(prefix="bench_forecast_"))
-    with ScriptedServer(responder=ark_like) as server:
+    with ScriptedServer(responder=ark_like, prompt_cache=True) as server:
         overrides = [f"paths.data={DEMO_ROOT}", "graph=demo", "backbone=gpt-4.1", f"+backbone.base_url={server.base_url}",
                      f"paths.runs={tmp}/runs", f"paths.llm_cache={tmp}/llm.sqlite", f"split={a.split}",
                      "progress=false", "n_boot=200", "yes=true", *([f"limit={a.limit}"] if a.limit else [])]
@@ -100,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(compose(overrides))
         t2 = time.perf_counter()
         calls = server.calls
+        usages = server.usages
     run_dir = Path(compose(overrides).out_dir)
     paid, whole = summary["paid_usd"], summary["cost_usd"]
     pilot_cost = whole - paid
@@ -123,8 +130,24 @@ def main(argv: list[str] | None = None) -> int:
     worst = TokenModel.worst(20, 2000, 1024)
     print(f"per query (3 agents): measured ${per_query:.4f}; TokenModel.typical ${typical.query(3, price).usd:.4f} "
           f"({json.dumps(typical.__dict__)}); worst case ${worst.query(3, price).usd:.4f}")
-    table1(per_query, stats)
+    share = sum(u["prompt_tokens_details"]["cached_tokens"] for u in usages) / sum(u["prompt_tokens"] for u in usages)
+    model = measured_model(stats)
+    print(f"input served from the provider's prompt cache: measured {share:.1%} of {len(usages):,} calls' prompt "
+          f"tokens; the token model's prompt structure {model.cached_tokens() / model.agent()[0]:.1%}")
+    # every query's calls reached the server once (the run replayed the pilot's from the LLM cache)
+    full_per_query = sum(price.cost(u["prompt_tokens"], u["completion_tokens"]) for u in usages) / summary["n"]
+    print(f"per query at the full input rate: ${full_per_query:.4f} (billed, cached input included: ${per_query:.4f})")
+    table1(full_per_query, stats)
     return 0
+
+
+def measured_model(stats: dict):
+    """The forecast's token model with the run's measured token counts."""
+    from ark.cost.forecast import TokenModel
+
+    return TokenModel(system_tokens=stats["first_prompt"] - 40, question_tokens=40, steps=stats["steps_per_agent"],
+                      observation_tokens=stats["prompt_growth_per_step"] - stats["completion_per_call"],
+                      reply_tokens=stats["completion_per_call"])
 
 
 # test queries per graph, from the paper's appendix table (STaRK's split files decide at run time)
@@ -133,17 +156,16 @@ PAPER_TEST_QUERIES = {"amazon": 1638, "mag": 2664, "prime": 2016}
 
 def table1(per_query_gpt41: float, stats: dict) -> None:
     """What Table 1's ARK rows (GPT-4.1 and GPT-4o, n = 3, T_max = 20, on the three test splits) would cost,
-    per graph and backbone: at this run's measured cost per query; with observations twice as long as
-    the demo's (STaRK's longer documents fill the 160-character snippets); and in the worst case of those
-    settings. The token model is the same for every graph (the demo's trajectories), so a graph's cost is
-    its query count times the cost of a query."""
+    per graph and backbone: at this run's measured cost per query at the full input rate
+    (``per_query_gpt41``); with observations twice as long as the demo's (STaRK's longer documents fill the
+    160-character snippets); and in the worst case of those settings. Each at the standard price and at
+    the expected price with the cached share of the prompt's structure (`TokenModel.cached_tokens`) at the
+    cached-input rate. The token model is the same for every graph (the demo's trajectories), so a graph's
+    cost is its query count times the cost of a query."""
     from ark.cost.forecast import TokenModel
-    from ark.cost.prices import PRICES, PRICES_AS_OF
+    from ark.cost.prices import CACHED_PRICES_AS_OF, PRICES, PRICES_AS_OF
 
-    measured = TokenModel(system_tokens=stats["first_prompt"] - 40, question_tokens=40,
-                          steps=stats["steps_per_agent"],
-                          observation_tokens=stats["prompt_growth_per_step"] - stats["completion_per_call"],
-                          reply_tokens=stats["completion_per_call"])
+    measured = measured_model(stats)
     longer = TokenModel(**{**measured.__dict__, "observation_tokens": 2 * measured.observation_tokens})
     worst = TokenModel.worst(20, 2000, 1024)
     g41, g4o = PRICES["gpt-4.1"], PRICES["gpt-4o"]
@@ -152,15 +174,18 @@ def table1(per_query_gpt41: float, stats: dict) -> None:
     cases = (("measured cost per query", measured, scale), ("observations twice as long", longer, scale),
              ("worst case (20 steps, full budgets)", worst, 1.0))
     n = sum(PAPER_TEST_QUERIES.values())
-    print(f"\nTable 1 estimate, ARK t20_n3 on the paper's test splits, US$ at ark/cost/prices.py's prices of "
-          f"{PRICES_AS_OF} (no cached-input discount):")
-    print(f"{'':36} {'graph':>7} {'queries':>8} {'GPT-4.1':>10} {'GPT-4o':>10} {'both':>10}")
-    for name, model, k in cases:
-        q41, q4o = k * model.query(3, g41).usd, k * model.query(3, g4o).usd
-        for graph, q in (*PAPER_TEST_QUERIES.items(), ("total", n)):
-            a, b = q * q41, q * q4o
-            print(f"{name if graph == 'amazon' else '':36} {graph:>7} {q:8,} {a:10,.0f} {b:10,.0f} {a + b:10,.0f}"
-                  + (f"   (${q41:.4f} / ${q4o:.4f} per query)" if graph == "total" else ""))
+    for cached in (False, True):
+        print(f"\nTable 1 estimate, ARK t20_n3 on the paper's test splits, US$ at ark/cost/prices.py's prices of "
+              + (f"{PRICES_AS_OF} (standard: every input token at the full rate):" if not cached else
+                 f"{CACHED_PRICES_AS_OF} with cached input (expected: the prompt structure's cached share at the "
+                 "cached-input rate):"))
+        print(f"{'':36} {'graph':>7} {'queries':>8} {'GPT-4.1':>10} {'GPT-4o':>10} {'both':>10}")
+        for name, model, k in cases:
+            q41, q4o = k * model.query(3, g41, cached).usd, k * model.query(3, g4o, cached).usd
+            for graph, q in (*PAPER_TEST_QUERIES.items(), ("total", n)):
+                a, b = q * q41, q * q4o
+                print(f"{name if graph == 'amazon' else '':36} {graph:>7} {q:8,} {a:10,.0f} {b:10,.0f} "
+                      f"{a + b:10,.0f}" + (f"   (${q41:.4f} / ${q4o:.4f} per query)" if graph == "total" else ""))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,10 @@ Cost model per agent of s steps (prompt tokens are billed for the whole conversa
   input  = sum over t = 0..s-1 of (P0 + t * d),   output = s * a
 with P0 the first request, d the mean growth per step (observation + assistant call, mixed by the graph's
 tool shares) and a the assistant's tokens per call: the forecast's own token model
-(`ark.cost.forecast.TokenModel` with system P0, observation d - a, reply a), priced by its ``query``.
+(`ark.cost.forecast.TokenModel` with system P0, observation d - a, reply a), priced by its ``query``: at
+the standard price (every input token at the full rate) and at the expected price with cached input (the
+share of each prompt the provider's prompt cache serves, from the prompt's structure:
+`TokenModel.cached_tokens`, at the cached-input rate of `ark.cost.prices`).
 """
 
 from __future__ import annotations
@@ -210,16 +213,17 @@ def plan(prof: Profile, steps_typical: float, steps_max: float, tpm: float, rpm:
          prefill_per_s: float, decode_per_s: float) -> str:
     from ark.cost.prices import PRICES
 
-    out = ["| block | command | SLURM jobs | queries x agents | LLM calls | tokens in / out | cost | time |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
-    totals = [0.0, 0.0]
+    out = ["| block | command | SLURM jobs | queries x agents | LLM calls | tokens in / out | cost | "
+           "cost, cached input | time |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    totals = [0.0, 0.0, 0.0, 0.0]
     for b in blocks():
         if not b.runs:
-            out.append(f"| {b.name} | {b.command} | – | – | – | – | – | – |")
+            out.append(f"| {b.name} | {b.command} | – | – | – | – | – | – | – |")
             continue
         cells = []
         for steps_of in (lambda t: min(t, steps_typical), lambda t: min(t, steps_max)):
-            calls = billed = new = outp = cost = 0.0
+            calls = billed = new = outp = cost = cached = 0.0
             for graph, backbone, t_max, n, q in b.runs:
                 s = steps_of(t_max)
                 i, fresh, o = agent_tokens(prof, graph, s)
@@ -227,6 +231,7 @@ def plan(prof: Profile, steps_typical: float, steps_max: float, tpm: float, rpm:
                 price = PRICES.get(backbone)
                 if price is not None:   # priced as a run's forecast prices a query of n agents
                     cost += q * token_model(prof, graph, s).query(n, price).usd
+                    cached += q * token_model(prof, graph, s).query(n, price, cached=True).usd
             gpu = b.runs[0][1].startswith(("qwen", "student"))
             if gpu:
                 time = f"{(new / prefill_per_s + outp / decode_per_s) / 3600:,.0f} GPU-h"
@@ -234,16 +239,18 @@ def plan(prof: Profile, steps_typical: float, steps_max: float, tpm: float, rpm:
             else:
                 time = f"{RUNNER_OVERHEAD * max(billed / tpm, calls / rpm) / 60:,.1f} h"
                 tokens = f"{billed / 1e6:,.0f}M/{outp / 1e6:,.1f}M"
-            cells.append((f"{calls / 1e3:,.0f}k", tokens, cost, time))
-        (c1, k1, d1, t1), (c2, k2, d2, t2) = cells
-        totals[0] += d1
-        totals[1] += d2
+            cells.append((f"{calls / 1e3:,.0f}k", tokens, cost, time, cached))
+        (c1, k1, d1, t1, e1), (c2, k2, d2, t2, e2) = cells
+        for i, d in enumerate((d1, d2, e1, e2)):
+            totals[i] += d
         jobs = len(b.runs) + (3 if b.name.startswith("Table 1") else 0)      # + the three BM25 runs
         agents = sum(r[4] * r[3] for r in b.runs)
         money = f"${d1:,.0f} / ${d2:,.0f}" if d2 else "GPU time"
-        out.append(f"| {b.name} | `{b.command}` | {jobs} | {agents:,} | {c1} / {c2} | {k1} / {k2} | {money} | {t1} / {t2} |")
+        discounted = f"${e1:,.0f} / ${e2:,.0f}" if d2 else "GPU time"
+        out.append(f"| {b.name} | `{b.command}` | {jobs} | {agents:,} | {c1} / {c2} | {k1} / {k2} | {money} | "
+                   f"{discounted} | {t1} / {t2} |")
     out.append("| Figure 4: LoRA training, 3 graphs x {4B, 8B} x {600, 6,000} | `python experiments/distill.py "
-               "experiment=distill graph=G distill.size=S distill.n_queries=N` | 12 | – | – | – | GPU time | "
+               "experiment=distill graph=G distill.size=S distill.n_queries=N` | 12 | – | – | – | GPU time | GPU time | "
                "33 GPU-h (paper: 8B on 6,000 about 5 h, on 600 about 0.5 h on one H100; 4B taken as the same) |")
     head = [
         f"Token profile (demo graph, measured): first request P0 = {prof.p0:.0f} tokens (system prompt, tool schemas, "
@@ -259,9 +266,11 @@ def plan(prof: Profile, steps_typical: float, steps_max: float, tpm: float, rpm:
         "Each cell: typical / T_max.",
         "",
     ]
-    tail = ["", f"API total: ${totals[0]:,.0f} typical, ${totals[1]:,.0f} if every agent used all its steps "
-                f"(prices {', '.join(f'{k} ${p.input_per_m:g}/${p.output_per_m:g} per 1M' for k, p in PRICES.items() if k in ('gpt-4.1', 'gpt-4o'))}, "
-                "no cached-input discount)."]
+    listed = ", ".join(f"{k} ${p.input_per_m:g}/${p.cached_rate:g}/${p.output_per_m:g} per 1M"
+                       for k, p in PRICES.items() if k in ("gpt-4.1", "gpt-4o"))
+    tail = ["", f"API total: ${totals[0]:,.0f} typical, ${totals[1]:,.0f} if every agent used all its steps, at the "
+                f"standard price; with cached input ${totals[2]:,.0f} typical, ${totals[3]:,.0f} at T_max (prices "
+                f"input/cached input/output: {listed})."]
     return "\n".join(head + out + tail)
 
 

@@ -89,3 +89,38 @@ def test_amounts_are_printed_with_the_digits_that_tell_them_apart():
     assert len(set(shown)) == len(amounts)
     assert [float(s.replace(",", "")) for s in shown] == pytest.approx(amounts, rel=0.05)
     assert (money(0), money(1234.5)) == ("0.00", "1,234.50")
+
+
+def test_the_token_model_caches_what_each_prompt_repeats_by_the_providers_rule():
+    """First prompt 1,100 tokens (the system prompt and schemas: 1,024 of them served, in whole 128-token
+    steps), then 1,600 and 2,100: each later prompt is served the whole prompt before it, cut to a step
+    (1,024 of 1,100; 1,536 of 1,600): 3,584 of 4,800 prompt tokens."""
+    from ark.cost.forecast import TokenModel
+    from ark.cost.prices import PRICES
+
+    model = TokenModel(system_tokens=1100, question_tokens=0, steps=3, observation_tokens=400, reply_tokens=100)
+    assert model.agent() == (4800, 300)
+    assert model.cached_tokens() == 3584
+    g41 = PRICES["gpt-4.1"]
+    full, cached = model.query(2, g41), model.query(2, g41, cached=True)
+    assert full.usd == pytest.approx((2 * 4800 * 2.00 + 2 * 300 * 8.00) / 1e6)
+    assert cached.usd == pytest.approx((2 * (4800 - 3584) * 2.00 + 2 * 3584 * 0.50 + 2 * 300 * 8.00) / 1e6)
+    # a system prompt under 1,024 tokens is never served on its own
+    assert TokenModel(system_tokens=900, question_tokens=0, steps=1).cached_tokens() == 0
+
+
+def test_a_forecast_states_the_full_rate_beside_the_expected_price():
+    """Measured queries billed with cached input: the forecast's expected price is theirs, and its
+    full-rate price is their tokens at the full input rate."""
+    from ark.cost.forecast import QueryCost, format_table, forecast
+    from ark.cost.prices import PRICES
+
+    g41 = PRICES["gpt-4.1"]
+    samples = [QueryCost(str(i), g41.cost(10_000 + 1000 * i, 100, cached_tokens=8192), 5, 10_000 + 1000 * i, 100)
+               for i in range(4)]
+    f = forecast("p", samples, to_pay=10, price=g41, n_boot=200)
+    assert f.usd == pytest.approx(10 * sum(s.usd for s in samples) / 4)
+    assert f.full_usd == pytest.approx(10 * ((11_500 * 2.00 + 100 * 8.00) / 1e6))
+    assert f.low <= f.usd <= f.high < f.full_usd
+    table = format_table([f])
+    assert "at full rate" in table.splitlines()[0] and f"{f.full_usd:,.2f}" in table.splitlines()[1]

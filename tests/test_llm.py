@@ -608,3 +608,64 @@ def test_corrupt_cache_is_moved_aside_with_a_warning(tmp_path, caplog, damage):
     assert len(aside) == 1
     warning = " ".join(caplog.messages)
     assert str(path) in warning and str(aside[0]) in warning and "fresh cache" in warning
+
+
+def _long_request(system: str, user: str) -> dict:
+    return {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}], "tools": TOOLS}
+
+
+def test_the_scripted_provider_caches_prompts_by_openais_rule():
+    """Prompts of 1,024 tokens or more; the longest prefix, in steps of 128 tokens, that an earlier request
+    sent byte for byte; a prompt that differs in its first bytes gets nothing."""
+    from tests.helpers.scripted_server import PromptCache, prompt_token_list, prompt_tokens
+
+    long_system = " ".join(f"word{i}" for i in range(1500))
+    first = _long_request(long_system, "Which drugs treat gout?")
+    tokens = prompt_token_list(first)
+    assert len(tokens) == prompt_tokens(first) > 1500
+    cache = PromptCache()
+    assert cache.serve(tokens) == 0                                   # nothing sent before
+    assert cache.serve(tokens) == len(tokens) // 128 * 128            # the same bytes again: whole 128-token steps
+    other = prompt_token_list(_long_request(long_system, "Which genes cause gout?"))
+    same_until = next(i for i, (a, b) in enumerate(zip(tokens, other)) if a != b)
+    assert cache.serve(other) == same_until // 128 * 128              # the shared prefix, cut to a step
+    spaced = prompt_token_list(_long_request(long_system.replace("word0 ", "word0  "), "Which drugs treat gout?"))
+    assert len(spaced) == len(tokens) and cache.serve(spaced) == 0   # one extra space early: another prompt
+    short = prompt_token_list(_long_request("You retrieve nodes.", "gout?"))
+    assert cache.serve(short) == cache.serve(short) == 0              # under 1,024 tokens: never cached
+
+
+def test_cached_input_is_read_from_the_reply_and_billed_at_the_cached_rate(monkeypatch):
+    from tests.helpers.scripted_server import with_usage
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    long_system = " ".join(f"word{i}" for i in range(1500))
+    messages = [{"role": "system", "content": long_system}, {"role": "user", "content": "Which drugs treat gout?"}]
+    with ScriptedServer(responder=lambda r: with_usage(r, text_reply("Colchicine.")), prompt_cache=True) as s:
+        client = LLMClient(cfg(s, provider="openai", model="gpt-4.1"))
+        first = run(client.chat(messages, TOOLS, tool_choice="auto"))
+        second = run(client.chat(messages + [{"role": "assistant", "content": "Colchicine."},
+                                             {"role": "user", "content": "And for lupus?"}], TOOLS,
+                                 tool_choice="auto"))
+        sent = s.usages
+    assert first.cached_tokens == 0 and first.cost_usd == pytest.approx(
+        (first.prompt_tokens * 2.00 + first.completion_tokens * 8.00) / 1e6)
+    assert second.cached_tokens == sent[1]["prompt_tokens_details"]["cached_tokens"] >= 1024
+    assert second.cost_usd == pytest.approx(((second.prompt_tokens - second.cached_tokens) * 2.00
+                                             + second.cached_tokens * 0.50 + second.completion_tokens * 8.00) / 1e6)
+    assert client.stats.cached_tokens == second.cached_tokens
+    assert estimate_cost("gpt-4.1", 1_000_000, 0, cached_tokens=1_000_000) == pytest.approx(0.50)
+    assert estimate_cost("gpt-4o", 1_000_000, 0, cached_tokens=1_000_000) == pytest.approx(1.25)
+
+
+def test_a_price_set_in_the_config_may_name_its_cached_input_rate():
+    from ark.llm.client import BackboneConfig as Backbone
+
+    base = dict(name="new", model="gpt-5-2025-08-07", provider="openai")
+    named = Backbone(**base, price={"input_per_m": 1.25, "output_per_m": 10, "cached_input_per_m": 0.125})
+    price = resolve_price("openai", named.model, named.name, named.prices)
+    assert price.cost(1_000_000, 0, cached_tokens=1_000_000) == pytest.approx(0.125)
+    plain = Backbone(**base, price={"input_per_m": 1.25, "output_per_m": 10, "cached_input_per_m": None})
+    assert resolve_price("openai", plain.model, plain.name, plain.prices).cost(1_000_000, 0, 1_000_000) == 1.25
+    with pytest.raises(ValueError, match="price.cached_input_per_m must be a number >= 0"):
+        Backbone(**base, price={"input_per_m": 1.25, "output_per_m": 10, "cached_input_per_m": -1})

@@ -304,3 +304,78 @@ def test_python_experiments_run_exits_3_when_the_cap_stops_the_run(server, tmp_p
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 3, done.stdout + done.stderr
     assert "INCOMPLETE (budget): the spending cap max_cost_usd=0.001 is reached" in done.stdout
+
+
+def test_the_ledger_bills_cached_input_as_the_provider_does_and_most_input_is_cached(monkeypatch, tmp_path):
+    """The demo with ARK at T_max = 10, n = 3 on GPT-4.1 prices, the provider caching prompts by its
+    documented rule (the scripted server's accounting, on the bytes the client sends): at least 70% of the
+    input tokens are cached (every prompt begins with the same system prompt and tool schemas, and each
+    step's with the step before), and the run's ledger holds, to the cent's billionth, the bill the
+    provider's usage reports come to at the price table's rates, cached tokens at the cached-input rate."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    with ScriptedServer(responder=ark_like, prompt_cache=True) as server:
+        overrides = [*_overrides(server, tmp_path, "limit=30", "concurrency=4", "yes=true"),
+                     "budget.agent.t_max=10", "budget.agent.n_agents=3"]
+        summary = run(compose(overrides))
+    assert summary["status"] == "complete"
+    # what does not change within a run comes first, byte for byte the same in every request
+    heads = {json.dumps(r["tools"]) + json.dumps(r["messages"][0]) for r in server.requests}
+    assert len(heads) == 1 and all(r["messages"][0]["role"] == "system" for r in server.requests)
+    usages = server.usages
+    assert len(usages) >= 200   # a sweep of a few hundred calls
+    prompt = sum(u["prompt_tokens"] for u in usages)
+    cached = sum(u["prompt_tokens_details"]["cached_tokens"] for u in usages)
+    print(f"cached share {cached / prompt:.3f} of {prompt:,} prompt tokens over {len(usages)} calls")
+    assert cached >= 0.70 * prompt
+    price = PRICES["gpt-4.1"]
+    bill = sum(price.cost(u["prompt_tokens"], u["completion_tokens"], u["prompt_tokens_details"]["cached_tokens"])
+               for u in usages)
+    ledger_path = Path(compose(overrides).out_dir) / RUN_LEDGER
+    ledger = Ledger(ledger_path)
+    assert ledger.calls() == len(usages)
+    assert ledger.total() == pytest.approx(bill, rel=1e-9)
+    lines = [json.loads(x) for x in ledger_path.read_text().splitlines()]
+    assert sum(x["cached"] for x in lines if "usd" in x) == cached   # settlements and payments; holds bill nothing
+    # the discount is real: at the full input rate the same calls cost more than twice as much
+    full = sum(_price(u["prompt_tokens"], u["completion_tokens"]) for u in usages)
+    assert ledger.total() < full / 2
+
+
+def test_a_pilots_forecast_with_cached_input_holds_what_the_run_then_pays(monkeypatch, tmp_path):
+    """A 10-query pilot, billed with cached input, forecasts the other 30 queries: what the run then pays
+    (its ledger, the pilot's replies coming from the LLM cache) lies in the forecast's 95% interval, below
+    the same calls at the full input rate, which the forecast states too."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    with ScriptedServer(responder=ark_like, prompt_cache=True) as server:
+        overrides = [*_overrides(server, tmp_path, "limit=40", "yes=true"), "budget.agent.t_max=10",
+                     "budget.agent.n_agents=3"]
+        run(compose([*overrides, "pilot=true", "estimate_queries=10"]))
+        (f,) = run(compose([*overrides, "estimate=true", "estimate_queries=10"]))["estimate"]
+        before = len(server.usages)
+        summary = run(compose(overrides))
+        usages = server.usages[before:]
+    assert (f["rests_on"], f["to_pay"]) == (10, 30) and summary["status"] == "complete"
+    paid = Ledger(Path(compose(overrides).out_dir) / RUN_LEDGER).total()
+    assert paid == pytest.approx(summary["paid_usd"])
+    assert f["low"] <= paid <= f["high"]
+    full = sum(_price(u["prompt_tokens"], u["completion_tokens"]) for u in usages)
+    assert f["full_usd"] > f["high"] and paid < full / 2
+
+
+def test_runs_whose_schemas_change_each_step_lose_the_discount_and_the_forecast_says_so(monkeypatch, tmp_path):
+    """constrain_ids writes the ids shown so far into the tool schemas, which come before the messages: each
+    step's prompt no longer begins with the step before's, and most input is billed at the full rate."""
+    from ark.config.plan import header
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-" + "0" * 20)
+    shares = {}
+    for constrain in ("false", "true"):
+        with ScriptedServer(responder=ark_like, prompt_cache=True) as server:
+            overrides = [*_overrides(server, tmp_path / constrain, "limit=10", "yes=true"), "budget.agent.t_max=10",
+                         "budget.agent.n_agents=3", f"budget.agent.constrain_ids={constrain}"]
+            run(compose(overrides))
+        shares[constrain] = (sum(u["prompt_tokens_details"]["cached_tokens"] for u in server.usages)
+                             / sum(u["prompt_tokens"] for u in server.usages))
+        said = "billed without the cached-input discount" in header(compose(overrides))
+        assert said == (constrain == "true")
+    assert shares["true"] < 0.5 < 0.7 <= shares["false"]

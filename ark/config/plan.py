@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ark.cost import forecast as fc
 from ark.cost.cap import Budget
@@ -137,7 +137,8 @@ def forecasts(points: Sequence[Point]) -> list[fc.Forecast]:
         mean = sum(s.usd for s in samples) / len(samples) if samples else 0.0
         known = sum(p.samples[k].usd if k in p.samples else mean for k in done + replayed)
         if samples:
-            f = fc.forecast(p.name, samples, len(to_pay), len(p.keys), len(done), len(replayed), known, seed=i)
+            f = fc.forecast(p.name, samples, len(to_pay), len(p.keys), len(done), len(replayed), known, seed=i,
+                            price=price_of(p.cfg))
         else:
             n_agents = p.cfg.budget.agent.n_agents
             f = fc.worst_case(p.name, len(to_pay), len(p.keys), _worst_model(p.cfg), n_agents, price_of(p.cfg),
@@ -154,8 +155,12 @@ def at_risk(forecast: Sequence[fc.Forecast], cap: float | None) -> float:
 
 
 def header(cfg: DictConfig) -> str:
+    no_discount = ("; constrain_ids changes the tool schemas at every step, which breaks the prompt's shared "
+                   "prefix: these runs are billed without the cached-input discount"
+                   if OmegaConf.select(cfg, "budget.agent.constrain_ids", default=False) else "")
     return (f"forecast (US$ at ark/cost/prices.py's prices of {PRICES_AS_OF}; 95% intervals from the "
-            "bootstrap of per query cost; worst case where nothing is measured):")
+            "bootstrap of per query cost, cached input billed as the measured queries were; 'at full rate': "
+            f"every input token at the full price; worst case where nothing is measured{no_discount}):")
 
 
 def one_line(f: fc.Forecast) -> str:

@@ -146,4 +146,5 @@ class Budget:
         usd = response.cost_usd if paid else 0.0
         pt, ct = (response.prompt_tokens, response.completion_tokens) if paid else (0, 0)
         for ledger, hid in ticket.holds:
-            ledger.settle(hid, usd, pt, ct, self.label, paid=paid)
+            ledger.settle(hid, usd, pt, ct, self.label, paid=paid,
+                          cached=getattr(response, "cached_tokens", 0) if paid else 0)

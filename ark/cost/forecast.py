@@ -15,6 +15,14 @@ the percentile interval is too narrow by about sqrt((n-1)/n) and a t quantile; w
 2.5%/97.5% points become 0.9%/99.1%), times the queries to pay for. The forecast says how many queries
 it rests on. A sweep's total adds the points' bootstrap draws, so its interval is one of the sum.
 
+Prices: a measured query's cost is what its replies were billed, the prompt tokens the provider served
+from its prompt cache at the cached-input rate (`ark.cost.prices`), so the measured forecast carries the
+cached share the pilot met. Each forecast also says what its queries would cost at the full input rate
+(``full_usd``, the price if the provider cached nothing). Before any pilot, `TokenModel.cached_tokens`
+models the cached share from the prompt's structure: every prompt begins with the same system prompt and
+tool schemas, and each step's prompt begins with the whole prompt of the step before. Runs whose tool
+schemas change per step (``constrain_ids``) break that prefix: their forecast assumes no discount.
+
 `TokenModel` is the fallback when nothing is measured: each step's prompt is the system prompt and tool
 schemas, the question, and every earlier reply and observation, so a trajectory of ``s`` steps sends
 ``s * (system + question) + (observation + reply) * s * (s - 1) / 2`` prompt tokens. `TokenModel.worst`
@@ -34,6 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ark.cost.prices import CACHE_MIN_TOKENS, CACHE_STEP_TOKENS
 
 # identity keys that cannot change what the agents send and receive (so neither the cost)
 COST_NEUTRAL = ("limit", "seed", "n_boot", "metrics_mode", "torchmetrics", "cut", "count_failed_as_miss",
@@ -70,6 +80,7 @@ class Forecast:
     prompt_tokens: float = 0.0
     completion_tokens: float = 0.0
     usd: float = 0.0                 # expected US$ still to pay
+    full_usd: float = 0.0            # the same at the full input rate (no prompt-cache discount)
     low: float = 0.0                 # 95% interval of usd
     high: float = 0.0
     known_usd: float = 0.0           # what the done and replayed queries cost when they were paid for
@@ -87,8 +98,8 @@ class Forecast:
         """The forecast as metrics.json and W&B keep it."""
         return {"queries": self.queries, "done": self.done, "replayed": self.replayed, "to_pay": self.to_pay,
                 "calls": round(self.calls), "prompt_tokens": round(self.prompt_tokens),
-                "completion_tokens": round(self.completion_tokens), "usd": self.usd, "low": self.low,
-                "high": self.high, "rests_on": self.rests_on, "basis": self.basis,
+                "completion_tokens": round(self.completion_tokens), "usd": self.usd, "full_usd": self.full_usd,
+                "low": self.low, "high": self.high, "rests_on": self.rests_on, "basis": self.basis,
                 **({"typical_usd": self.typical_usd} if self.typical_usd is not None else {})}
 
 
@@ -105,8 +116,10 @@ def _expanded_quantiles(n: int, alpha: float = 0.05) -> tuple[float, float]:
 
 
 def forecast(point: str, samples: Sequence[QueryCost], to_pay: int, queries: int | None = None, done: int = 0,
-             replayed: int = 0, known_usd: float = 0.0, n_boot: int = N_BOOT, seed: int = 0) -> Forecast:
-    """The expected spend of ``to_pay`` queries whose costs are like ``samples`` (see the module doc)."""
+             replayed: int = 0, known_usd: float = 0.0, n_boot: int = N_BOOT, seed: int = 0,
+             price=None) -> Forecast:
+    """The expected spend of ``to_pay`` queries whose costs are like ``samples`` (see the module doc);
+    ``price`` (`ark.cost.prices.Price`) prices their tokens at the full input rate too (``full_usd``)."""
     f = Forecast(point, queries if queries is not None else to_pay + done + replayed, done, replayed, to_pay,
                  known_usd=known_usd, rests_on=len(samples))
     if to_pay == 0:
@@ -119,6 +132,7 @@ def forecast(point: str, samples: Sequence[QueryCost], to_pay: int, queries: int
     f.prompt_tokens = to_pay * float(np.mean([s.prompt_tokens for s in samples]))
     f.completion_tokens = to_pay * float(np.mean([s.completion_tokens for s in samples]))
     f.usd = to_pay * float(usd.mean())
+    f.full_usd = f.usd if price is None else max(f.usd, price.cost(f.prompt_tokens, f.completion_tokens))
     rng = np.random.default_rng(seed)
     means = usd[rng.integers(0, len(usd), size=(n_boot, len(usd)))].mean(axis=1)
     f.draws = to_pay * means
@@ -133,7 +147,8 @@ def total(forecasts: Sequence[Forecast], n_boot: int = N_BOOT) -> Forecast:
                  sum(f.replayed for f in forecasts), sum(f.to_pay for f in forecasts),
                  sum(f.calls for f in forecasts), sum(f.prompt_tokens for f in forecasts),
                  sum(f.completion_tokens for f in forecasts), sum(f.usd for f in forecasts),
-                 known_usd=sum(f.known_usd for f in forecasts), rests_on=sum(f.rests_on for f in forecasts))
+                 sum(f.full_usd for f in forecasts), known_usd=sum(f.known_usd for f in forecasts),
+                 rests_on=sum(f.rests_on for f in forecasts))
     measured = [f for f in forecasts if f.basis == "measured" and f.draws is not None]
     worst = [f for f in forecasts if f.basis == "worst case"]
     if measured:
@@ -166,10 +181,27 @@ class TokenModel:
             * s * (s - 1) / 2
         return prompt, s * self.reply_tokens
 
-    def query(self, n_agents: int, price) -> QueryCost:
-        """One query of ``n_agents`` agents under this model, priced at ``price`` (`ark.cost.prices.Price`)."""
+    def cached_tokens(self, min_tokens: int = CACHE_MIN_TOKENS, step: int = CACHE_STEP_TOKENS) -> float:
+        """Prompt tokens of one agent's trajectory that the provider serves from its prompt cache, by its
+        rule (`ark.cost.prices.CACHE_MIN_TOKENS`, `CACHE_STEP_TOKENS`): the first prompt's system prompt
+        and tool schemas (sent before, by another agent or query), each later prompt the whole prompt of
+        the step before (whole steps of 128 tokens, from 1,024 on)."""
+        def served(prefix: float) -> float:
+            k = math.floor(prefix / step) * step
+            return k if k >= min_tokens else 0.0
+
+        s = max(1, math.floor(self.steps))
+        first = self.system_tokens + self.question_tokens
+        prompts = [first + (self.observation_tokens + self.reply_tokens) * i for i in range(s)]
+        cached = served(self.system_tokens) + sum(served(p) for p in prompts[:-1])
+        return cached * self.steps / s   # a fractional step count scales the whole trajectory
+
+    def query(self, n_agents: int, price, cached: bool = False) -> QueryCost:
+        """One query of ``n_agents`` agents under this model, priced at ``price`` (`ark.cost.prices.Price`):
+        at the full input rate, or with ``cached`` the share `cached_tokens` at the cached-input rate."""
         prompt, completion = (n_agents * x for x in self.agent())
-        usd = (prompt * price.input_per_m + completion * price.output_per_m) / 1e6
+        hit = n_agents * self.cached_tokens() if cached else 0.0
+        usd = price.cost(prompt, completion, hit)
         return QueryCost("model", usd, round(n_agents * self.steps), round(prompt), round(completion))
 
     @classmethod
@@ -191,7 +223,7 @@ def worst_case(point: str, to_pay: int, queries: int, model: TokenModel, n_agent
     with ``typical``, also what they cost under that model (``typical_usd``)."""
     q = model.query(n_agents, price)
     f = Forecast(point, queries, done, replayed, to_pay, to_pay * q.calls, to_pay * q.prompt_tokens,
-                 to_pay * q.completion_tokens, to_pay * q.usd, basis="worst case")
+                 to_pay * q.completion_tokens, to_pay * q.usd, to_pay * q.usd, basis="worst case")
     f.low = f.high = f.usd
     if typical is not None:
         f.typical_usd = to_pay * typical.query(n_agents, price).usd
@@ -207,16 +239,17 @@ def _money(x: float) -> str:
 def format_table(forecasts: Sequence[Forecast], header: str = "") -> str:
     """The forecasts as a table, one row per point and a total row for several."""
     rows = [("point", "queries", "to pay", "LLM calls", "prompt tok", "compl. tok", "US$ to pay [95%]",
-             "run total US$", "rests on")]
+             "at full rate", "run total US$", "rests on")]
     shown = list(forecasts) + ([total(forecasts)] if len(forecasts) > 1 else [])
     for f in shown:
         if f.basis == "free":
-            money, rests = "free", "-"
+            money, rests, full = "free", "-", "free"
         else:
+            full = _money(f.full_usd)
             money = f"{_money(f.usd)} [{_money(f.low)}, {_money(f.high)}]"
             rests = (f"{f.rests_on} queries" if f.basis == "measured" else f.basis) if f.point != "total" else ""
         rows.append((f.point, f"{f.queries:,}", f"{f.to_pay:,}", f"{f.calls:,.0f}", f"{f.prompt_tokens:,.0f}",
-                     f"{f.completion_tokens:,.0f}", money, "free" if f.basis == "free" else _money(f.total_usd),
+                     f"{f.completion_tokens:,.0f}", money, full, "free" if f.basis == "free" else _money(f.total_usd),
                      rests))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [header] if header else []

@@ -6,9 +6,9 @@ Three kinds of JSON line:
 - a reservation, written before an LLM call is sent: ``{"t", "hold": id, "worst", "by", "run"}`` (its
   worst case in US$; ``by``, the process holding it, `ark.cost.holder`);
 - its settlement, written once the call ended: ``{"t", "settles": id, "usd", "prompt", "completion",
-  "run"}`` (``"failed": true`` for a call that failed: nothing was billed; ``"lost": true`` for a reservation
-  whose process died before settling it, counted as paid at its worst case);
-- a payment without reservation, ``{"t", "usd", "prompt", "completion", "run"}`` (`Ledger.add`).
+  "run", "cached"}`` (``"failed": true`` for a call that failed: nothing was billed; ``"lost": true`` for
+  a reservation whose process died before settling it, counted as paid at its worst case);
+- a payment without reservation, ``{"t", "usd", "prompt", "completion", "run", "cached"}`` (`Ledger.add`).
 
 `Ledger.total` is what was paid (settled), `Ledger.committed` that plus the worst case of every call in
 flight in any process, which is what the spending cap (`ark.cost.cap`) counts against. `Ledger.hold`
@@ -21,6 +21,9 @@ Each line is appended whole under the ``flock``, a torn last line left by a kill
 next append, and the ledger reads only the lines appended since its last read. A run keeps its own
 ledger in its directory (`RUN_LEDGER`), so what it paid over every attempt is known on the next one; a
 sweep keeps one for all its points (`ark.config.sweep`).
+
+``cached``: of ``prompt``, the tokens the provider served from its prompt cache, billed in ``usd`` at the
+cached-input rate (`ark.cost.prices`).
 
     ledger = Ledger(run_dir / RUN_LEDGER)
     hold = ledger.hold(0.05, run="prime/ark-gpt-4.1-t20_n3-full", cap=5.0)   # None: it would pass the cap
@@ -107,10 +110,11 @@ class Ledger:
             except OSError:
                 pass
 
-    def add(self, usd: float, prompt: int = 0, completion: int = 0, run: str = "") -> None:
-        """Append one payment (a call that was not reserved)."""
+    def add(self, usd: float, prompt: int = 0, completion: int = 0, run: str = "", cached: int = 0) -> None:
+        """Append one payment (a call that was not reserved; ``cached``: of ``prompt``, the tokens billed at
+        the cached-input rate)."""
         self._append([{"t": round(time.time(), 3), "usd": usd, "prompt": prompt, "completion": completion,
-                       "run": run}])
+                       "run": run, "cached": cached}])
 
     def hold(self, worst_usd: float, run: str = "", cap: float | None = None) -> str | None:
         """Reserve ``worst_usd`` for a call about to be sent and return the reservation's id; None (nothing
@@ -121,11 +125,11 @@ class Ledger:
         return hid if self._append([line], fits) else None
 
     def settle(self, hold_id: str, usd: float, prompt: int = 0, completion: int = 0, run: str = "",
-               paid: bool = True) -> None:
-        """Close the reservation ``hold_id``: the call cost ``usd``; ``paid`` False: it failed, nothing was
-        billed."""
+               paid: bool = True, cached: int = 0) -> None:
+        """Close the reservation ``hold_id``: the call cost ``usd`` (``cached``: of ``prompt``, the tokens
+        billed at the cached-input rate); ``paid`` False: it failed, nothing was billed."""
         line = {"t": round(time.time(), 3), "settles": hold_id, "usd": usd if paid else 0.0, "prompt": prompt,
-                "completion": completion, "run": run}
+                "completion": completion, "run": run, "cached": cached}
         if not paid:
             line["failed"] = True
         self._append([line])

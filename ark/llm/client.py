@@ -137,6 +137,7 @@ class ChatResponse:
     model: str = ""
     cost_usd: float = 0.0  # estimated from the price table (also for cached replies)
     attempts: int = 1  # HTTP attempts the original call took
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache (billed lower)
 
     def to_message(self) -> dict:
         """The assistant message to append to the conversation.
@@ -150,7 +151,12 @@ class ChatResponse:
         return msg
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The reply as trajectories and the LLM cache keep it; ``cached_tokens`` only when the provider
+        reported some (a reply without it read back has 0)."""
+        d = asdict(self)
+        if not d["cached_tokens"]:
+            del d["cached_tokens"]
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ChatResponse":
@@ -217,7 +223,7 @@ class BackboneConfig:
     max_retries: int = 6  # retries after the first attempt for transient errors
     backoff_base_s: float = 1.0  # first backoff; doubles per retry, jittered to [0.5x, 1x]
     backoff_max_s: float = 60.0  # cap on one backoff (and on an honoured Retry-After)
-    prices: tuple[float, float] | None = None  # US$ per 1M (input, output); default: ark.cost.prices
+    prices: tuple[float, ...] | None = None  # US$ per 1M (input, output[, cached input]); default: ark.cost.prices
     # the price by name, {input_per_m: US$, output_per_m: US$} per 1M tokens (sets `prices`); a paid model
     # that ark.cost.prices does not know is refused unless it is given
     price: dict | None = None
@@ -274,9 +280,10 @@ class BackboneConfig:
                 raise ValueError(f"{key} must be a number > 0 (per minute) or null for no pacing, got {v!r}")
         if self.prices is not None:
             prices = _plain(self.prices)
-            if len(prices) != 2:
-                raise ValueError(f"prices must be [input_per_1M, output_per_1M], got {prices!r}")
-            self.prices = (float(prices[0]), float(prices[1]))
+            if len(prices) not in (2, 3):
+                raise ValueError(f"prices must be [input_per_1M, output_per_1M] or [input_per_1M, output_per_1M, "
+                                 f"cached_input_per_1M], got {prices!r}")
+            self.prices = tuple(float(x) for x in prices)
 
     def key_env(self) -> str | None:
         return self.api_key_env or DEFAULT_KEY_ENV.get(self.provider)
@@ -308,11 +315,16 @@ def _check_number(key: str, v, whole: bool, low, low_open: bool, high, nullable:
         raise ValueError(f"{key} must be {what}{' or null' if nullable else ''}, got {v!r}")
 
 
-def _named_price(price: Mapping[str, Any]) -> tuple[float, float]:
-    """``{"input_per_m": x, "output_per_m": y}`` -> (x, y), both given and >= 0."""
-    unknown = sorted(set(price) - {"input_per_m", "output_per_m"})
+def _named_price(price: Mapping[str, Any]) -> tuple[float, ...]:
+    """``{"input_per_m": x, "output_per_m": y}`` -> (x, y), both given and >= 0; with
+    ``"cached_input_per_m": z`` (optional, >= 0) -> (x, y, z)."""
+    unknown = sorted(set(price) - {"input_per_m", "output_per_m", "cached_input_per_m"})
     if unknown:
-        raise ValueError(f"price has no field {unknown[0]!r}; its fields are input_per_m, output_per_m")
+        raise ValueError(f"price has no field {unknown[0]!r}; its fields are input_per_m, output_per_m, "
+                         "cached_input_per_m")
+    cached = price.get("cached_input_per_m")
+    if cached is not None and (isinstance(cached, bool) or not isinstance(cached, (int, float)) or cached < 0):
+        raise ValueError(f"price.cached_input_per_m must be a number >= 0 (US$ per 1M tokens) or null, got {cached!r}")
     values = []
     for key in ("input_per_m", "output_per_m"):
         v = price.get(key)
@@ -320,7 +332,7 @@ def _named_price(price: Mapping[str, Any]) -> tuple[float, float]:
             raise ValueError(f"price.{key} must be a number >= 0 (US$ per 1M tokens) when a price is given, "
                              f"got {v!r}; set both input_per_m and output_per_m")
         values.append(float(v))
-    return values[0], values[1]
+    return (values[0], values[1]) if cached is None else (values[0], values[1], float(cached))
 
 
 @dataclass
@@ -333,6 +345,7 @@ class LLMStats:
     retries: int = 0
     prompt_tokens: int = 0  # of non-cached replies
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
     cost_usd: float = 0.0  # of non-cached replies (money actually spent)
 
 
@@ -533,6 +546,7 @@ class LLMClient:
                 self.cache.release(key)
         self.stats.prompt_tokens += resp.prompt_tokens
         self.stats.completion_tokens += resp.completion_tokens
+        self.stats.cached_tokens += resp.cached_tokens
         self.stats.cost_usd += resp.cost_usd
         return resp
 
@@ -609,19 +623,22 @@ class LLMClient:
         try:
             pt = int(usage.get("prompt_tokens") or 0)
             ct = int(usage.get("completion_tokens") or 0)
+            details = usage.get("prompt_tokens_details") or {}
+            cached = min(int(details.get("cached_tokens") or 0), pt)
         except (AttributeError, TypeError, ValueError):
             raise bad("usage is not token counts") from None
         return ChatResponse(
             content=content, tool_calls=calls, prompt_tokens=pt, completion_tokens=ct,
             latency_s=latency_s, cached=False, finish_reason=choice.get("finish_reason"),
             model=completion.get("model") if isinstance(completion.get("model"), str) else self.config.model,
-            cost_usd=self.cost(pt, ct),
-            attempts=attempts,
+            cost_usd=self.cost(pt, ct, cached),
+            attempts=attempts, cached_tokens=cached,
         )
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """Estimated US$ for the given token counts at this backbone's price."""
-        return (prompt_tokens * self.price.input_per_m + completion_tokens * self.price.output_per_m) / 1e6
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        """Estimated US$ for the given token counts at this backbone's price, ``cached_tokens`` of the
+        prompt at its cached-input rate."""
+        return self.price.cost(prompt_tokens, completion_tokens, cached_tokens)
 
     async def aclose(self) -> None:
         """Release the HTTP connections; the client stays usable (it makes new ones when needed)."""

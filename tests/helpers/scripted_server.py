@@ -81,6 +81,16 @@ Every ``Reply`` may set ``prompt_tokens``/``completion_tokens`` (usage reported 
 sets them from the request and the reply as a tokenizer would count them (`token_count`: words and
 punctuation marks), so a prompt grows with the observations a conversation has gathered.
 
+Prompt caching: ``ScriptedServer(prompt_cache=True)`` reports ``usage.prompt_tokens_details.cached_tokens``
+by OpenAI's documented rule: a prompt of 1,024 tokens or more (`ark.cost.prices.CACHE_MIN_TOKENS`) has
+cached its longest prefix, in steps of 128 tokens (`CACHE_STEP_TOKENS`), that an earlier chat request
+sent token for token. The prompt is what a provider renders from the bytes the client sends: the tool
+schemas, then each message (4 tokens of chat format before it, as `prompt_tokens` counts), each as the
+JSON the request holds, cut into `token_count`'s tokens with the whitespace before each kept, so two
+prefixes match only where their bytes do (`prompt_token_list`; its length is `prompt_tokens`). A reply
+reports at most its own ``prompt_tokens``. ``server.usages`` lists the usage of every successful chat
+reply it sent, so a test can compute the bill a provider would send.
+
 Rate limits: ``ScriptedServer(rpm_limit=..., tpm_limit=...)`` enforces requests and tokens per minute
 over a sliding 60-second window, counting each request as OpenAI does (one request; its prompt tokens,
 by `token_count`, plus its ``max_tokens``), and answers a request past a limit with HTTP 429 and a
@@ -105,6 +115,7 @@ __all__ = [
     "FAULT_KINDS",
     "FaultPlan",
     "MALFORMED",
+    "PromptCache",
     "Reply",
     "hashed_embedding",
     "ScriptedServer",
@@ -118,6 +129,7 @@ __all__ = [
     "slow",
     "text_reply",
     "tool_reply",
+    "prompt_token_list",
     "token_count",
     "with_usage",
 ]
@@ -287,6 +299,49 @@ def prompt_tokens(request: dict) -> int:
     return token_count(msgs) + 4 * len(msgs) + (token_count(request["tools"]) if request.get("tools") else 0)
 
 
+def prompt_token_list(request: dict) -> list[str]:
+    """A chat request's prompt as a provider's cache sees it: the tool schemas, then each message (4
+    chat-format tokens before it), as the JSON the request holds, cut into `token_count`'s tokens with the
+    whitespace before each kept. Its length is `prompt_tokens` (see the module doc)."""
+    piece = re.compile(r"\s*(?:\w+|[^\w\s])")
+    out: list[str] = []
+    if request.get("tools"):
+        out += piece.findall(json.dumps(request["tools"], ensure_ascii=False))
+    msgs = request.get("messages", [])
+    for i, m in enumerate(msgs):   # json.dumps(msgs) is "[" + ", ".join(each message) + "]"
+        out += ["<|msg|>"] * 4 + (["["] if i == 0 else [", "]) + piece.findall(json.dumps(m, ensure_ascii=False))
+    if msgs:
+        out.append("]")
+    return out
+
+
+class PromptCache:
+    """The prefixes a provider's prompt cache holds, and how many tokens of a prompt it serves (see the
+    module doc): every prefix of a multiple of ``step`` tokens of every prompt seen, as a SHA-256."""
+
+    def __init__(self, min_tokens: int | None = None, step: int | None = None):
+        from ark.cost.prices import CACHE_MIN_TOKENS, CACHE_STEP_TOKENS
+
+        self.min_tokens = CACHE_MIN_TOKENS if min_tokens is None else min_tokens
+        self.step = CACHE_STEP_TOKENS if step is None else step
+        self._seen: set[bytes] = set()
+
+    def serve(self, tokens: list[str]) -> int:
+        """The cached tokens of ``tokens`` (before it is remembered), then remember its prefixes."""
+        h = hashlib.sha256()
+        cached, digests, matching = 0, [], True
+        for k in range(self.step, len(tokens) + 1, self.step):
+            for t in tokens[k - self.step:k]:
+                h.update(t.encode() + b"\x00")
+            d = h.digest()
+            digests.append(d)
+            matching = matching and d in self._seen   # a longer prefix matches only if every shorter one does
+            if matching:
+                cached = k
+        self._seen.update(digests)
+        return cached if len(tokens) >= self.min_tokens and cached >= self.min_tokens else 0
+
+
 def with_usage(request: dict, reply: Reply) -> Reply:
     """``reply`` reporting the usage a real model would: the request's prompt tokens (`prompt_tokens`)
     and its own tool calls and content as completion tokens."""
@@ -334,6 +389,7 @@ class ScriptedServer:
         rpm_limit: float | None = None,
         tpm_limit: float | None = None,
         answer_model: str | None = None,
+        prompt_cache: bool = False,
     ):
         self._script: list[Reply] = list(script)
         self._pos = 0
@@ -352,6 +408,8 @@ class ScriptedServer:
         self.calls = 0  # chat requests received (all statuses)
         self.rpm_limit, self.tpm_limit = rpm_limit, tpm_limit
         self.answer_model = answer_model  # the ``model`` replies name (default: the one asked for)
+        self.prompt_cache = PromptCache() if prompt_cache else None   # reports cached_tokens when set
+        self.usages: list[dict] = []  # the usage of every successful chat reply sent, in sending order
         self.request_tokens: list[int] = []  # what each chat request counted against tpm_limit (0: refused)
         self._window: list[tuple[float, int]] = []  # (arrival, tokens) of the requests of the last minute
         self.in_flight = 0  # chat requests received and not yet answered
@@ -565,6 +623,11 @@ class ScriptedServer:
                       "completion_tokens": reply.completion_tokens,
                       "total_tokens": reply.prompt_tokens + reply.completion_tokens},
         }
+        with self._lock:
+            if self.prompt_cache is not None:
+                cached = min(self.prompt_cache.serve(prompt_token_list(request)), reply.prompt_tokens)
+                body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+            self.usages.append(body["usage"])
         return 200, dict(reply.headers), body, delay
 
 
