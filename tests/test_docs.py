@@ -137,6 +137,7 @@ def _run(cmd: dc.Command, box: Path, env: dict[str, str]) -> None:
                                   f"{proc.stdout[-1500:]}\n{proc.stderr[-2500:]}")
 
 
+@pytest.mark.commands
 @pytest.mark.parametrize("file", RUN_FILES)
 def test_the_commands_of_a_page_run_as_written(file, tmp_path, demo_root):
     """Each page's runnable blocks, in order, from one scratch directory (a block may use what an earlier
