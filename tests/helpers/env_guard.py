@@ -196,6 +196,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.hookimpl(trylast=True)   # the last word of the run, after the slowest tests
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     found = config.stash.get(_FOUND, None)
     if found is None:
