@@ -76,7 +76,7 @@ test: $(VENV)/.core ## fast offline test tier (a few minutes; the first run buil
 	$(PY) -m pytest -q
 
 # --- further test tiers (run by .ci/run) -------------------------------------------------------
-test-commands: $(VENV)/.core ## whole processes end to end: README's and docs/' commands run for real, make recipes, ark and experiments/run.py runs (each process pays Python, torch and Hydra start-up: several minutes)
+test-commands: $(VENV)/.core ## whole processes and whole runs end to end: README's and docs/' commands run for real, make recipes, ark and experiments/run.py processes and sweeps (each process pays Python's, torch's and Hydra's start-up: several minutes)
 	$(PY) -m pytest -q -m commands
 
 test-demo-data: $(VENV)/.core ## the demo graph's builder in full: two whole builds compared byte for byte, every query and reworded definition against the raw HPO files (each check scans the whole ontology: a few minutes)

@@ -29,6 +29,7 @@ def _same_run(a: Path, b: Path, tmp_a: Path, tmp_b: Path) -> None:
     assert normalized(a, tmp_a, "<no server>") == normalized(b, tmp_b, "<no server>")
 
 
+@pytest.mark.commands
 def test_ark_run_is_the_composed_run(tmp_path, capsys):
     assert main(["run", *BM25, f"paths.runs={tmp_path / 'cli'}"]) == 0
     printed = capsys.readouterr().out

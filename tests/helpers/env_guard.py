@@ -9,9 +9,9 @@ fails the session, naming each change, when they differ:
   modification time), and the names at the top of ``site-packages`` (a ``.pth`` file or a package put
   there without a record);
 * the checkout: every tracked file git reports as changed, deleted or renamed, and every untracked file
-  git does not ignore, with a hash of its content, and the commit checked out (HEAD);
+  git does not ignore, by a hash of its content (a commit made during the run changes nothing here);
 * the data root the tests share (``data/`` unless ``ARK_TEST_DATA`` moves it): each file's size and
-  modification time. What a tier builds there before its tests start (the demo graph and its BM25 index,
+  modification time. What a tier builds there before its tests start (the demo graph and its BM25 indexes,
   `prepare_data_root`) is in the first snapshot; nothing a test does may add to it or change it.
 
 A change that was there before the run (work in progress) is not a finding; a change made during it is.
@@ -85,18 +85,19 @@ def installed(site: Path) -> dict[str, object]:
     return out
 
 
-def checkout(repo: Path = REPO) -> dict[str, object]:
-    """{path: content hash} of what git reports as changed or untracked (not ignored) in ``repo``, and HEAD."""
+def checkout(repo: Path = REPO, also: tuple[str, ...] = ()) -> dict[str, object]:
+    """{path: content hash} of what git reports as changed or untracked (not ignored) in ``repo``, and of
+    the paths ``also`` names (what was changed at the first look, so a file committed in between with the
+    content it had then is no change)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=120,
                               check=True).stdout
 
     try:
-        head = git("rev-parse", "HEAD").strip()
         status = git("status", "--porcelain=v1", "-z", "--untracked-files=all")
     except (OSError, subprocess.SubprocessError):
         return {}   # not a git checkout (an unpacked sdist): nothing tracked to hold fixed
-    out: dict[str, object] = {"HEAD": head}
+    paths = list(also)
     entries = status.split("\0")
     i = 0
     while i < len(entries):
@@ -107,8 +108,11 @@ def checkout(repo: Path = REPO) -> dict[str, object]:
         code, rel = item[:2], item[3:]
         if "R" in code or "C" in code:
             i += 1   # the rename's source follows
+        paths.append(rel)
+    out: dict[str, object] = {}
+    for rel in dict.fromkeys(paths):
         path = repo / rel
-        out[rel] = (code, _sha(path) if path.is_file() else "absent" if not path.exists() else "dir")
+        out[rel] = _sha(path) if path.is_file() else "absent" if not path.exists() else "dir"
     return out
 
 
@@ -129,14 +133,15 @@ class Snapshot:
     parts: dict[str, dict[str, object]] = field(default_factory=dict)
 
     @classmethod
-    def take(cls, data_root: Path) -> "Snapshot":
+    def take(cls, data_root: Path, before: "Snapshot | None" = None) -> "Snapshot":
         parts: dict[str, dict[str, object]] = {}
         for prefix in environments():
             env: dict[str, object] = {}
             for site in site_dirs(prefix):
                 env.update(installed(site))
             parts[f"environment {prefix}"] = env
-        parts[f"checkout {REPO}"] = checkout()
+        key = f"checkout {REPO}"
+        parts[key] = checkout(also=tuple(before.parts.get(key, {})) if before else ())
         for root in dict.fromkeys([REPO / "data", data_root]):
             parts[f"data root {root}"] = data_files(root)
         return cls(parts)
@@ -160,14 +165,16 @@ class Snapshot:
 
 def prepare_data_root(root: Path = DEMO_ROOT) -> None:
     """What the tests read from the data root, built before the first snapshot as `make test` builds it:
-    the demo graph and its BM25 index. A no-op where ark's packages are missing (the comparison tier's
+    the demo graph, its BM25 index and the BM25 baseline's index over its candidates. A no-op where ark's packages are missing (the comparison tier's
     environment builds nothing) or where it is built already."""
     try:
+        from ark.config.retrievers import build_bm25
         from ark.data.sources import DemoSource
         from ark.search.bm25 import load_index
 
         source = DemoSource(root=root)
         load_index(source.graph(), source.cache_dir)
+        build_bm25(source.graph())   # retriever=bm25's index, as a run builds it
         source.queries()
     except ImportError:
         return
@@ -190,7 +197,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     before = session.config.stash.get(_KEY, None)
     if before is None:
         return
-    found = before.changes(Snapshot.take(DEMO_ROOT))
+    found = before.changes(Snapshot.take(DEMO_ROOT, before))
     session.config.stash[_FOUND] = found
     if found and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
