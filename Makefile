@@ -9,10 +9,10 @@ export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
 # W&B offline only where a test or the demo needs it; a recipe (reproduce-table1 ARGS=logger=wandb...)
 # logs as W&B itself would: online with a key (`wandb login` or WANDB_API_KEY), else offline.
-OFFLINE_WANDB := demo test test-browser test-chaos test-integration test-distill test-dense test-comparison test-slurm test-all
+OFFLINE_WANDB := demo test test-commands test-packaging test-demo-data test-browser test-chaos test-integration test-distill test-dense test-comparison test-slurm test-all
 $(OFFLINE_WANDB): export WANDB_MODE := offline
 
-.PHONY: help install install-local install-distill install-dense demo test test-integration test-comparison \
+.PHONY: help install install-local install-distill install-dense demo test test-commands test-packaging test-demo-data test-integration test-comparison \
         test-chaos test-distill test-dense test-slurm test-browser test-all table1 reproduce-table1 table1-demo figures viewer bench \
         bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense clean
 
@@ -70,10 +70,21 @@ demo: $(VENV)/.local ## run ARK with the local model on the bundled demo graph
 	$(PY) -m ark build --graph demo
 	$(PY) scripts/demo.py
 
-test: $(VENV)/.core ## fast offline test tier
+# Every tier ends with its 15 slowest tests (--durations=15 in pyproject's addopts) and with the environment
+# guard's verdict: a run that changes .venv, the checkout or the data root fails (tests/helpers/env_guard.py).
+test: $(VENV)/.core ## fast offline test tier (a few minutes; the first run builds the demo graph into the data root)
 	$(PY) -m pytest -q
 
 # --- further test tiers (run by .ci/run) -------------------------------------------------------
+test-commands: $(VENV)/.core ## whole processes and whole runs end to end: README's and docs/' commands run for real, make recipes, ark and experiments/run.py processes and sweeps (each process pays Python's, torch's and Hydra's start-up: several minutes)
+	$(PY) -m pytest -q -m commands
+
+test-demo-data: $(VENV)/.core ## the demo graph's builder in full: two whole builds compared byte for byte, every query and reworded definition against the raw HPO files (each check scans the whole ontology: a few minutes)
+	$(PY) -m pytest -q -m demo_data tests/test_demo.py
+
+test-packaging: $(VENV)/.core ## the wheel built from a copy of the checkout, installed into a fresh venv and run from elsewhere (about a minute: a wheel build and an install)
+	$(PY) -m pytest -q -m packaging
+
 test-chaos: $(VENV)/.core ## 200 queries x 3 agents against injected faults, kill -9 and a full disk (a few minutes)
 	$(PY) -m ark build --graph demo
 	$(PY) -m pytest -q -m chaos tests/chaos
@@ -100,7 +111,7 @@ test-slurm: $(VENV)/.core ## sweeps, job arrays, scancel and requeue on a real s
 	$(PY) -m ark build --graph demo
 	bash tests/slurm/run.sh $(PY)
 
-test-all: test test-browser test-chaos test-integration test-distill test-dense test-comparison test-slurm
+test-all: test test-commands test-packaging test-demo-data test-browser test-chaos test-integration test-distill test-dense test-comparison test-slurm
 
 clean: ## remove the venvs and what data/cache holds but data/cache/llm (replies already paid for: rm -rf it yourself)
 	rm -rf $(VENV) .venv-compare

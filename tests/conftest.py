@@ -1,6 +1,7 @@
 """Fixtures every tier shares. The helpers behind them live in `tests/helpers/`: the toy graph, the
 scripted OpenAI-compatible server and its agent policies, the local Hugging Face hub stand-in,
-synthetic STaRK files, run-directory fixtures, the tiny retriever and the golden runs."""
+synthetic STaRK files, run-directory fixtures, the tiny retriever and the golden runs. The environment
+guard (`tests.helpers.env_guard`) is registered here."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.paths import DEMO_ROOT
+
+# every tier, the comparison tier's own environment included: a run that changes .venv, the checkout or
+# the data root fails (tests/helpers/env_guard.py)
+pytest_plugins = ["tests.helpers.env_guard"]
 
 
 @pytest.fixture(scope="session")

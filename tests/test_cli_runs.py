@@ -29,6 +29,7 @@ def _same_run(a: Path, b: Path, tmp_a: Path, tmp_b: Path) -> None:
     assert normalized(a, tmp_a, "<no server>") == normalized(b, tmp_b, "<no server>")
 
 
+@pytest.mark.commands
 def test_ark_run_is_the_composed_run(tmp_path, capsys):
     assert main(["run", *BM25, f"paths.runs={tmp_path / 'cli'}"]) == 0
     printed = capsys.readouterr().out
@@ -66,6 +67,7 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0"}
 
 
+@pytest.mark.commands
 def test_ark_run_multirun_is_the_scripts_multirun(tmp_path):
     """``ark run -m`` and ``python experiments/run.py -m``: the same sweep, the same directories (each
     with Hydra's run.log) and the same files."""
@@ -88,6 +90,7 @@ def test_ark_run_multirun_is_the_scripts_multirun(tmp_path):
         _same_run(tmp_path / "ark" / rel, tmp_path / "script" / rel, tmp_path / "ark", tmp_path / "script")
 
 
+@pytest.mark.commands
 def test_ark_run_multirun_bad_value_leaves_no_directory(tmp_path):
     done = subprocess.run([sys.executable, "-m", "ark", "run", "-m", *BM25, "split=test,nosuch",
                            f"paths.runs={tmp_path / 'runs'}"], cwd=tmp_path, env=_env(),
@@ -105,6 +108,7 @@ def _script(tmp_path, *args):
                           env=_env(), capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.commands
 def test_a_stop_before_the_run_leaves_no_directory_wherever_out_dir_points(tmp_path):
     """Hydra makes a run's directory (out_dir) before the job starts; a job that stops before its run began
     removes what Hydra made, also outside paths.runs and the working directory, and nothing that was there
@@ -147,6 +151,7 @@ def test_ark_diagnose_is_the_composed_job(tmp_path, capsys):
     assert printed.startswith(f"reachability of tables_kg/test: 5 queries -> {tmp_path}/cli")   # graph.json's name
 
 
+@pytest.mark.commands
 def test_ark_diagnose_multirun_and_a_bad_value(tmp_path, capsys):
     done = subprocess.run([sys.executable, "-m", "ark", "diagnose", "-m", *DIAGNOSE, "split=test,val",
                            f"paths.data={tmp_path}/data", f"paths.diagnose={tmp_path}/out"], cwd=tmp_path,

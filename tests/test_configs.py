@@ -79,6 +79,7 @@ SWEEPS = [e for e in options("experiment") if e not in ("collect", "distill")]
 
 
 @pytest.mark.parametrize("experiment", SWEEPS)
+@pytest.mark.commands
 def test_every_experiment_and_sweep_point_composes(experiment):
     grid = points(f"experiment={experiment}")
     assert len(grid) > 1

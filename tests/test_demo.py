@@ -22,6 +22,8 @@ from ark.data import demo
 from ark.data.demo import graph as demo_graph
 from ark.data.demo import hpo, mismatch, queries, writer
 
+pytestmark = pytest.mark.demo_data   # two whole builds and every query against the raw files: make test-demo-data
+
 # PRIME's vocabularies as stark-qa 1.1.0 declares them (stark_qa/skb/prime.py): the reference schema.
 PRIME_NODE_TYPES = ['disease', 'gene/protein', 'molecular_function', 'drug', 'pathway', 'anatomy',
                     'effect/phenotype', 'biological_process', 'cellular_component', 'exposure']

@@ -129,6 +129,7 @@ BAD = [  # (overrides, the first line of the error)
 
 
 @pytest.mark.parametrize("args,message", BAD, ids=[" ".join(a) for a, _ in BAD])
+@pytest.mark.commands
 def test_bad_search_and_encoder_settings_stop_with_one_line_and_leave_nothing(tmp_path, args, message):
     proc = _entry(["graph=tables", f"graph.path={KG}", "backbone=scripted", f"paths.data={tmp_path}/data", *args],
                   tmp_path)

@@ -137,6 +137,7 @@ def _run(cmd: dc.Command, box: Path, env: dict[str, str]) -> None:
                                   f"{proc.stdout[-1500:]}\n{proc.stderr[-2500:]}")
 
 
+@pytest.mark.commands
 @pytest.mark.parametrize("file", RUN_FILES)
 def test_the_commands_of_a_page_run_as_written(file, tmp_path, demo_root):
     """Each page's runnable blocks, in order, from one scratch directory (a block may use what an earlier
@@ -200,3 +201,16 @@ def test_ci_runs_the_two_set_up_commands_and_every_tier_contributing_lists():
     tiers = re.findall(r"^\| `make ([\w-]+)` \|", table, re.M)
     assert steps[:2] == ["test", "demo"] and len(tiers) >= 6
     assert sorted(set(steps) - {"demo"}) == sorted(tiers)
+
+
+def test_every_marker_is_a_tier_of_its_own_and_every_tier_names_its_slowest_tests():
+    """Each pytest marker pyproject declares is left out of the fast tier and run by a make target
+    (`pytest -m <marker>`; the SLURM tier through tests/slurm/run.sh); every run prints its 15 slowest."""
+    import tomllib
+
+    opts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    names = [m.split(":", 1)[0] for m in opts["markers"]]
+    recipes = (REPO / "Makefile").read_text() + (REPO / "tests" / "slurm" / "run.sh").read_text()
+    assert len(names) >= 10 and [n for n in names if not re.search(rf"\bnot {n}\b", opts["addopts"])] == []
+    assert [n for n in names if not re.search(rf"pytest -q -m {n}\b", recipes)] == []
+    assert "--durations=15" in opts["addopts"].split()

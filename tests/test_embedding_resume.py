@@ -53,6 +53,7 @@ def server():
         yield s
 
 
+@pytest.mark.commands
 def test_a_build_killed_with_minus_9_resumes_where_it_stopped(tmp_path, server):
     graph = toy_graph()
     whole = node_embeddings(graph, encoder(server.base_url), None, batch=BATCH).vectors   # encoded in memory

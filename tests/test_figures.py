@@ -219,6 +219,7 @@ def test_backbone_names_match_paper_rows(tmp_path):
     assert len(fig.axes) == 3 * 4
 
 
+@pytest.mark.commands
 def test_ark_figures_writes_every_output(tmp_path, capsys):
     from ark.cli.main import main
 
@@ -293,6 +294,7 @@ def test_fixture_trajectories_match_real_trajectory_format(tmp_path):
     assert math.isclose(t.latency_s, sum(s["llm_latency_s"] + s["overhead_s"] for s in raw["steps"]))
 
 
+@pytest.mark.commands
 def test_figures_on_real_runner_output(tmp_path):
     """Run dirs written by ark.run.runner with configs composed from conf/: the figures read the same
     numbers the runner summarized (metrics, tool calls, neighbor-call histogram)."""

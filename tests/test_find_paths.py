@@ -144,6 +144,7 @@ def search_paths_select(request: dict):
     return tool_reply(("select", {"node_ids": list(dict.fromkeys(on_paths))}), ("finish", {}))
 
 
+@pytest.mark.commands
 def test_a_run_offering_find_paths_records_its_calls_and_figure_3_shows_them(tmp_path, capsys):
     from ark.cli.main import main
     from ark.config.compose import compose

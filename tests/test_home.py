@@ -115,6 +115,7 @@ def test_build_names_root_as_the_origin_when_given(monkeypatch, tmp_path, capsys
     assert not (tmp_path / "h").exists()
 
 
+@pytest.mark.commands
 def test_mcp_started_elsewhere_keeps_its_caches_under_ark_home(monkeypatch, tmp_path, scripted):
     """An MCP client starts ``ark mcp`` in a directory of its own: the graph's cache and the ask tool's
     LLM cache land under ARK_HOME, nothing in that directory."""

@@ -35,6 +35,7 @@ def test_a_sweep_with_an_unknown_key_stops_before_any_job(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("multirun", [[], ["-m"]])
+@pytest.mark.commands
 def test_the_script_refuses_it_before_hydra_starts(tmp_path, multirun):
     done = subprocess.run([sys.executable, str(REPO / "experiments" / "run.py"), *multirun, *BM25, "+lmit=3",
                            f"paths.runs={tmp_path / 'runs'}"], cwd=tmp_path, capture_output=True, text=True,

@@ -319,6 +319,7 @@ def _open_at_once(path: str, start, errors) -> None:
         errors.put(f"{type(e).__name__}: {e}")
 
 
+@pytest.mark.commands
 def test_processes_opening_a_new_cache_at_once_all_get_in(tmp_path):
     # two sweep points starting together both switch the new file to WAL; SQLite refuses one of them at
     # once ("database is locked", no busy wait). Raced 150 times, this lost about one race in seven.

@@ -118,6 +118,7 @@ def _run(tmp_path: Path, server: ScriptedServer, *extra: str) -> subprocess.Comp
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.commands
 def test_a_runs_output_is_its_own_unless_verbose(tmp_path):
     with ScriptedServer(responder=search_select_finish) as server:
         quiet = _run(tmp_path / "quiet", server)

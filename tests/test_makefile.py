@@ -17,7 +17,7 @@ from tests.helpers.paths import DEMO_ROOT, REPO
 from tests.helpers.wandb_stand_in import ENV, URL, records, site_dir
 
 STAMPS = [f"--assume-old=.venv/.{s}" for s in ("core", "local", "distill", "dense")]   # never (re)install
-FORCED = ["test", "test-browser", "test-chaos", "test-integration", "test-distill", "test-dense", "test-comparison", "test-all",
+FORCED = ["test", "test-commands", "test-packaging", "test-demo-data", "test-browser", "test-chaos", "test-integration", "test-distill", "test-dense", "test-comparison", "test-all",
           "demo"]
 FREE = ["reproduce-table1", "table1", "table1-demo", "figures", "viewer", "bench-agent"]
 KEY = "0123456789abcdef" * 2 + "01234567"
@@ -69,6 +69,7 @@ def test_a_recipe_sets_no_mode_of_its_own(recipes):
     assert mode == "<unset>" and command.startswith("python -m ark table1 --reproduce")
 
 
+@pytest.mark.commands
 def test_reproduce_table1_with_a_key_logs_online(tmp_path):
     """`make reproduce-table1` shrunk to one BM25 run on the demo graph, logger=wandb, a W&B key in the
     environment and no WANDB_MODE: the run starts online and says where it logs at start and end."""

@@ -173,6 +173,7 @@ def expected_searches(agent_tools) -> list[str]:
 
 
 # --- stdio ---------------------------------------------------------------------------------------------
+@pytest.mark.commands
 def test_mcp_over_stdio(tmp_path, agent_tools, backbone):
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -237,6 +238,7 @@ def http_server(tmp_path, backbone):
             proc.kill()
 
 
+@pytest.mark.commands
 def test_mcp_over_streamable_http(http_server, agent_tools, backbone):
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client

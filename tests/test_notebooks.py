@@ -58,6 +58,7 @@ def test_every_notebook_is_covered():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.commands
 def test_notebook_runs_clean(path, runs_root, diagnose_root, tmp_path, monkeypatch):
     monkeypatch.setenv("ARK_RUN_DIRS", str(runs_root))
     monkeypatch.setenv("ARK_DIAGNOSE_DIRS", str(diagnose_root))

@@ -145,6 +145,7 @@ def installed(tmp_path_factory):
     return venv, wheel, env, cwd
 
 
+@pytest.mark.packaging
 def test_the_installed_package_finds_its_configs_from_any_directory(installed):
     venv, wheel, env, cwd = installed
     with zipfile.ZipFile(wheel) as z:

@@ -93,6 +93,7 @@ def test_records_written_before_scores_were_stored_load_and_resume(tmp_path):
     assert "scores" not in recs["0"] and again["metrics"] == first["metrics"]
 
 
+@pytest.mark.commands
 def test_bm25_baseline_run_in_stark_qa_mode_scores_its_own_scores(tmp_path):
     """A real BM25 run on the demo graph (experiments/run.py's library call) in stark_qa mode: every record
     holds the scores BM25 gave its list, and is scored by stark-qa's evaluator with them."""

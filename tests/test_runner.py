@@ -290,6 +290,7 @@ BAD_SETTINGS = [  # (override, what the one line must say)
 ]
 
 
+@pytest.mark.commands
 def test_bad_settings_stop_with_one_line_and_leave_no_directory(tmp_path):
     procs = []
     for i, (override, _) in enumerate(BAD_SETTINGS):
@@ -304,6 +305,7 @@ def test_bad_settings_stop_with_one_line_and_leave_no_directory(tmp_path):
         assert list(cwd.iterdir()) == [], (override, list(cwd.rglob("*")))   # no directory left behind
 
 
+@pytest.mark.commands
 def test_corrected_command_runs_after_a_bad_one(tmp_path):
     args = ["graph=demo", "retriever=bm25", "limit=3", f"paths.data={DEMO_ROOT}", "progress=false", "n_boot=50"]
     bad = _entry([*args, "split=tset"], tmp_path)
@@ -398,6 +400,7 @@ def test_a_directory_holds_one_identity_and_one_writer(tmp_path):
     assert run(_bm25_cfg(tmp_path))["complete"]                                     # released
 
 
+@pytest.mark.commands
 def test_hydra_multirun_with_submitit_local_gives_each_point_its_directory(tmp_path):
     """The real sweep: Hydra's multirun through hydra-submitit-launcher's local executor."""
     from ark.data.sources import DemoSource

@@ -62,6 +62,7 @@ def test_a_tables_graph_has_the_splits_its_queries_name(tmp_path):
         "bad setting split='train': choose one of test, val (the splits of graph 'rdf')"]
 
 
+@pytest.mark.commands
 def test_a_bad_split_stops_an_entry_point_in_one_line_with_nothing_written(tmp_path):
     import subprocess
     import sys

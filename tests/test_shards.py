@@ -133,6 +133,7 @@ def test_merge_refuses_shards_that_have_not_finished(tmp_path, scripted):
     assert done.returncode == 2 and "no shard directories" in done.stderr
 
 
+@pytest.mark.commands
 def test_a_sharded_sweep_merges_itself_when_its_last_shard_ends(tmp_path):
     """Hydra's basic launcher runs the shards one after another: the last one merges, and the sweep's end
     would move the shards' LLM caches (BM25 has none) into the run's cache."""

@@ -210,6 +210,7 @@ def test_a_sweep_points_bar_shows_the_sweeps_spend_so_far_over_its_cap(tmp_path)
     assert bar_fields(settings)["sweep"] == "1.75/3.00"
 
 
+@pytest.mark.commands
 def test_the_pilot_first_recipe_through_make(server, tmp_path):
     """``make reproduce-table1 ARGS="... limit=6 estimate=true"`` (the forecast: no call, no directory),
     ``... pilot=true`` (a pilot of 3 queries in its own directory, then the forecast; no table), then the
@@ -250,6 +251,7 @@ def test_the_pilot_first_recipe_through_make(server, tmp_path):
     assert (tmp_path / "table" / "table1.md").is_file()
 
 
+@pytest.mark.commands
 def test_reproduce_table1_without_a_terminal_is_refused_before_any_call(server, tmp_path):
     """``ark table1 --reproduce`` of a sweep that may spend more than ``confirm_usd``, no terminal: one line
     saying why and how to go on, then what to do about the sweep; no request, no run directory."""

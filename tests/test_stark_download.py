@@ -95,6 +95,7 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("offline", ["0", "1"])
+@pytest.mark.commands
 def test_unreachable_hub_ends_in_one_line_with_the_missing_files_and_the_ways_out(tmp_path, offline):
     root = tmp_path / "data" / "stark"
     r = _cli(["download", "prime", "--root", str(root.parent), "--no-progress"], tmp_path,
@@ -112,6 +113,7 @@ def test_unreachable_hub_ends_in_one_line_with_the_missing_files_and_the_ways_ou
     assert "unzip skb/prime/processed.zip into skb/prime/" in line
 
 
+@pytest.mark.commands
 def test_hub_answering_an_error_is_one_line_too(tmp_path):
     empty = tmp_path / "empty-repo"
     empty.mkdir()

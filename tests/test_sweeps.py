@@ -40,6 +40,7 @@ def _sweep(tmp: Path, *args: str, env: dict | None = None) -> subprocess.Complet
     ("seed=0,1", ["bm25_test_limit3_seed0", "bm25_test_limit3_seed1"]),
     ("retriever.top=50,100", ["bm25_test_limit3_top100", "bm25_test_limit3_top50"]),
 ])
+@pytest.mark.commands
 def test_a_sweep_over_a_setting_the_name_lacks_gives_each_point_its_directory(tmp_path, sweep, names):
     done = _sweep(tmp_path, *BM25, sweep)
     assert done.returncode == 0, done.stderr
@@ -53,6 +54,7 @@ def test_a_sweep_over_a_setting_the_name_lacks_gives_each_point_its_directory(tm
     assert len({json.dumps(RunDir(runs / n).info["identity"], sort_keys=True) for n in names}) == 2
 
 
+@pytest.mark.commands
 def test_the_script_prepares_a_sweep_as_ark_run_does(tmp_path):
     """``python experiments/run.py -m seed=0,1``: the same directories as ``ark run -m``."""
     done = subprocess.run([sys.executable, str(REPO / "experiments" / "run.py"), "-m", *BM25, "seed=0,1",
@@ -77,6 +79,7 @@ def _digest(request: dict) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 
+@pytest.mark.commands
 def test_max_cost_usd_caps_a_sweep_of_two_parallel_points(tmp_path, monkeypatch):
     cap = 0.25
     with ScriptedServer(responder=ark_like, latency_s=0.3) as server:   # each point spends over a few seconds

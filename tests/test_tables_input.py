@@ -227,6 +227,7 @@ def test_the_readme_builds_a_graph_from_pandas(tmp_path, monkeypatch, capsys):
     from ark.config.evaluation import run
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ARK_HOME", str(tmp_path / "data"))   # the run's default data root: here, not the checkout's
     exec(compile(readme_block("from pathlib import Path\n\nimport pandas as pd\n"), "docs/own-graph.md", "exec"), {})
     assert main(["build", "--graph", "my_kg", "--root", "data"]) == 0
     stats = json.loads(capsys.readouterr().out)
