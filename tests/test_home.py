@@ -13,7 +13,7 @@ from ark import home
 from ark.cli.main import main
 from ark.config.compose import compose
 from ark.data import stark
-from ark.data.sources import DemoSource
+from ark.data.sources import HASHES_FILE, DemoSource
 from ark.data.tables.source import TablesSource
 from ark.search.embeddings import default_model_dir
 
@@ -102,7 +102,8 @@ def test_build_prints_the_data_root_and_a_tables_cache_is_found_from_anywhere(mo
     assert main(["build", "--graph", str(rel), "--no-queries"]) == 0
     assert Path(json.loads(capsys.readouterr().out)["cache"]) == cache
     assert (cache / "meta.json").stat().st_mtime_ns == built
-    assert sorted(p.name for p in (tmp_path / "h" / "cache").iterdir()) == [cache.name]
+    # one graph cache, beside the input files' content hashes (ark.data.sources.HASHES_FILE)
+    assert sorted(p.name for p in (tmp_path / "h" / "cache").iterdir()) == sorted([cache.name, HASHES_FILE])
     assert not (first / "data").exists() and not (second / "data").exists()
 
 

@@ -274,6 +274,7 @@ def test_reproduce_table1_without_a_terminal_is_refused_before_any_call(server, 
     assert server.calls == 0 and not list((tmp_path / "runs").rglob("predictions.jsonl"))
 
 
+@pytest.mark.commands
 def test_a_run_or_sweep_the_cap_stopped_exits_with_3_and_says_its_cap_in_full(server, tmp_path, capsys):
     """Scripts and schedulers tell a run the cap stopped from a complete one: ``ark run`` (one run and a
     sweep) exits with INCOMPLETE_EXIT; a cap below a cent is printed as given, not as $0.00."""
@@ -293,6 +294,7 @@ def test_a_run_or_sweep_the_cap_stopped_exits_with_3_and_says_its_cap_in_full(se
     assert main(["run", *_overrides(server, tmp_path, "limit=4", "max_cost_usd=5")]) == 0
 
 
+@pytest.mark.commands
 def test_python_experiments_run_exits_3_when_the_cap_stops_the_run(server, tmp_path):
     """``python experiments/run.py`` (Hydra's own entry point) exits with 3 for a run the cap stopped."""
     import subprocess

@@ -124,6 +124,7 @@ def test_max_cost_usd_caps_a_sweep_of_two_parallel_points(tmp_path, monkeypatch)
         assert ledger.total() == pytest.approx(sum(RunDir(r.path).metrics["cost_usd"] for r in runs))
 
 
+@pytest.mark.commands
 def test_kill_9_of_a_parallel_sweep_stops_its_workers_and_their_spending(tmp_path):
     """kill -9 of the process that launched a capped ``local_parallel`` sweep: its workers die with it, the
     provider bills no more than the calls in flight at the kill, and the sweep's ledger counts them all."""
@@ -162,6 +163,7 @@ def test_kill_9_of_a_parallel_sweep_stops_its_workers_and_their_spending(tmp_pat
         assert ledger.in_flight() == 0 and server.calls <= ledger.calls() <= server.calls + lost
 
 
+@pytest.mark.commands
 def test_a_parallel_sweep_pays_for_the_replies_its_points_share_once(tmp_path):
     """Points sharing prompts (n=1 and n=2 agents share agent 0's calls), launched in parallel on one LLM
     cache: the provider bills as many calls as for the same sweep launched in order."""
