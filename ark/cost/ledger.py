@@ -81,7 +81,7 @@ class Ledger:
                     os.ftruncate(fd, data.rfind(b"\n") + 1)
                 if check is not None:
                     with self._lock:
-                        self._read()
+                        self._read(fd)
                         ok = check()
                     if not ok:
                         return False
@@ -158,16 +158,23 @@ class Ledger:
     def _in_flight(self) -> float:
         return self._held if self._open else 0.0
 
-    def _read(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        if self._offset and not data and self.path.stat().st_size < self._offset:   # cut: read again
-            self._offset, self._usd, self._calls, self._open, self._held = 0, 0.0, 0, {}, 0.0
-            return self._read()
+    def _read(self, fd: int | None = None) -> None:
+        """Take in the lines appended since the last read; ``fd``: the file's descriptor, locked by the
+        caller (read in place, no new open)."""
+        if fd is not None:
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, size - self._offset, self._offset) if size > self._offset else b""
+        else:
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(self._offset)
+                    data = f.read()
+            except FileNotFoundError:
+                return
+            size = None
+        if self._offset and not data and (size if size is not None else self.path.stat().st_size) < self._offset:
+            self._offset, self._usd, self._calls, self._open, self._held = 0, 0.0, 0, {}, 0.0   # cut: read again
+            return self._read(fd)
         end = data.rfind(b"\n") + 1   # whole lines only: the last one may still be being written
         for raw in data[:end].splitlines():
             try:

@@ -17,6 +17,9 @@ Both are bound to the event loop they were created on; ``LLMClient`` makes one p
     reply = await transport.post(body)   # HTTPReply(status, headers, body); 4xx/5xx are replies
     await transport.aclose()
 
+A chat request's body is encoded once (`encoded_chat_body`): the aiohttp transport sends those bytes,
+and the same encoding gives the prompt's characters that the spending cap and the TPM pacing count.
+
 Raises ``TransportTimeout`` or ``TransportConnectionError``; HTTP errors are returned, not raised.
 """
 
@@ -35,6 +38,31 @@ from urllib.request import getproxies, proxy_bypass
 CHAT_PATH = "/chat/completions"
 EMBEDDINGS_PATH = "/embeddings"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class EncodedBody(dict):
+    """A request body (the dict, for transports and wrappers that read it) with its JSON bytes, encoded
+    once (``data``), and its messages' and tools' characters as JSON (``prompt_chars``, what
+    `ark.cost.tokens.prompt_chars` counts)."""
+
+    data: bytes = b""
+    prompt_chars: int = 0
+
+
+def encoded_chat_body(body: dict) -> EncodedBody:
+    """``body`` with its JSON encoded once: the messages and tools as `ark.cost.tokens.prompt_chars`
+    encodes them (so their length is that count), the other fields around them."""
+    msgs = json.dumps(body.get("messages", []), ensure_ascii=False)
+    tools = json.dumps(body["tools"], ensure_ascii=False) if body.get("tools") else ""
+    rest = json.dumps({k: v for k, v in body.items() if k not in ("messages", "tools")})
+    parts = ['{"messages": ', msgs]
+    if tools:
+        parts += [', "tools": ', tools]
+    parts.append(", " + rest[1:] if len(rest) > 2 else "}")
+    out = EncodedBody(body)
+    out.data = "".join(parts).encode()
+    out.prompt_chars = len(msgs) + len(tools)
+    return out
 
 
 class TransportTimeout(Exception):
@@ -127,7 +155,7 @@ class AiohttpTransport:
         )
 
     async def post(self, body: dict) -> HTTPReply:
-        data = json.dumps(body).encode()
+        data = body.data if isinstance(body, EncodedBody) else json.dumps(body).encode()
         try:
             async with self._session.post(self._url, data=data, headers=self._headers,
                                           proxy=self._proxy) as resp:
