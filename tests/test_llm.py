@@ -703,3 +703,14 @@ def test_a_chat_body_is_encoded_once_with_its_prompt_characters():
         assert json.loads(enc.data) == body and dict(enc) == body
         assert enc.prompt_chars == prompt_chars(messages, tools)
     assert json.loads(encoded_chat_body({"messages": []}).data) == {"messages": []}
+
+
+def test_a_key_from_the_clients_one_encoding_is_the_key_of_the_request():
+    from ark.cost.tokens import canonical
+
+    messages = [{"role": "user", "content": "Straße, 東京", "z": {"b": 1, "a": [2, None]}}]
+    for tools in (TOOLS, None, []):
+        k = dict(model="m|rev", messages=messages, tools=tools, params={"seed": 1, "temperature": 0.0}, agent_index=2)
+        assert cache_key(**k, encoded=(canonical(messages), canonical(tools or []))) == cache_key(**k)
+    base = dict(model="m", messages=messages, tools=None, params={}, agent_index=0)
+    assert cache_key(**base, encoded=(canonical([]), canonical([]))) != cache_key(**base)   # the messages count

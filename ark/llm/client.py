@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ark.cost.prices import Price, resolve_price
+from ark.cost.tokens import canonical
 from ark.llm import pacing
 from ark.llm.cache import ResponseCache, cache_key
 from ark.llm.replicas import transport_for, urls_of
@@ -527,9 +528,11 @@ class LLMClient:
         if "seed" in params:  # agents of one query must sample independently, also under a fixed seed
             params["seed"] += agent_index
         key = None
+        encoded = (canonical(messages), canonical(tools or []))   # once: the cache key, the body, the estimate
         if self.cache is not None:
             model = self.config.model if self.config.serving is None else f"{self.config.model}|{self.config.serving}"
-            key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index)
+            key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index,
+                            encoded=encoded)
             hit = self.cache.get(key)
             if hit is None:
                 hit = await self._claim(key)   # None: this process buys the reply
@@ -540,7 +543,7 @@ class LLMClient:
                 return resp
         resp, ticket, stored = None, None, False
         try:
-            body = self._body(messages, tools, params)   # encoded once: the HTTP body and the cap's estimate
+            body = self._body(messages, tools, params, encoded)
             if self.budget is not None:   # BudgetExhausted at the cap
                 ticket = await self.budget.reserve(self.price, messages, tools, self.config.max_tokens,
                                                    chars=body.prompt_chars)
@@ -583,13 +586,15 @@ class LLMClient:
             await asyncio.sleep(CLAIM_WAIT_S)
         return None
 
-    def _body(self, messages: list[dict], tools: list[dict], params: dict) -> EncodedBody:
-        """The request's body, its JSON encoded once (`ark.llm.transport.encoded_chat_body`)."""
+    def _body(self, messages: list[dict], tools: list[dict], params: dict,
+              encoded: tuple[str, str]) -> EncodedBody:
+        """The request's body around ``encoded``, its messages' and tools' canonical JSON
+        (`ark.llm.transport.encoded_chat_body`)."""
         body = {"model": self.config.model, "messages": messages, **params}
         body.update(body.pop("extra_body", None) or {})
         if tools:
             body["tools"] = tools
-        return encoded_chat_body(body)
+        return encoded_chat_body(body, *encoded)
 
     def _parse(self, completion: Any, latency_s: float, attempts: int) -> ChatResponse:
         """An OpenAI chat-completion JSON object -> ChatResponse; `MalformedReplyError` when the
