@@ -49,7 +49,7 @@ class Step:
         return {
             "index": self.index,
             "response": None if self.response is None else self.response.to_json(),
-            "tool_calls": [dataclasses.asdict(t) for t in self.tool_calls],
+            "tool_calls": [t.to_json() for t in self.tool_calls],
             "observations": list(self.observations),
             "llm_latency_s": self.llm_latency_s,
             "tool_latency_s": self.tool_latency_s,

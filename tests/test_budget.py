@@ -101,6 +101,27 @@ def test_a_line_torn_by_a_kill_is_cut_before_the_next(tmp_path):
     assert Ledger(path).total() == 3.0 and len(path.read_text().splitlines()) == 2
 
 
+
+def test_a_ledgers_own_lines_count_as_a_fresh_reader_counts_them(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    mine, other = Ledger(path), Ledger(path)
+    h1 = mine.hold(1.0, cap=10.0)
+    other.add(0.5)                                # another writer's line between this ledger's own
+    h2 = mine.hold(2.0, cap=10.0)
+    assert mine.hold(100.0, cap=10.0) is None     # refused: nothing written
+    mine.settle(h1, 0.25, prompt=10, completion=2)
+    mine.settle(h2, 0.0, paid=False)
+    mine.hold(4.0)
+    with open(path, "ab") as f:
+        f.write(b'{"t": 1, "hold": "x", "wor')     # torn by a kill after this ledger's last line
+    mine.add(1.0)
+    fresh = Ledger(path)
+    for ledger in (mine, fresh):
+        assert (ledger.total(), ledger.committed(), ledger.calls(), ledger.in_flight()) == \
+            (pytest.approx(1.75), pytest.approx(5.75), 3, 1)
+    assert len(path.read_text().splitlines()) == 7
+
+
 PAYING_CHILD = """
 import asyncio, sys, time
 from ark.cost.cap import Budget

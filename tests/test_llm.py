@@ -670,3 +670,47 @@ def test_a_price_set_in_the_config_may_name_its_cached_input_rate():
     assert resolve_price("openai", plain.model, plain.name, plain.prices).cost(1_000_000, 0, 1_000_000) == 1.25
     with pytest.raises(ValueError, match="price.cached_input_per_m must be a number >= 0"):
         Backbone(**base, price={"input_per_m": 1.25, "output_per_m": 10, "cached_input_per_m": -1})
+
+
+def test_a_reply_to_json_is_its_dataclass_fields_in_order():
+    import dataclasses
+
+    from ark.llm.client import ChatResponse, ToolCall
+
+    for cached_tokens in (0, 7):
+        resp = ChatResponse(content="c", tool_calls=[ToolCall("i", "search_graph", '{"q": "x"}')], prompt_tokens=3,
+                            completion_tokens=2, latency_s=0.5, cached=False, finish_reason="tool_calls",
+                            model="m", cost_usd=0.25, attempts=2, cached_tokens=cached_tokens)
+        want = dataclasses.asdict(resp)
+        if not cached_tokens:
+            del want["cached_tokens"]
+        got = resp.to_json()
+        assert list(got.items()) == list(want.items())
+        assert ChatResponse.from_json(got) == resp
+
+
+def test_a_chat_body_is_encoded_once_with_its_prompt_characters():
+    from ark.cost.tokens import prompt_chars
+    from ark.llm.transport import encoded_chat_body
+
+    messages = [{"role": "system", "content": "Suchen Sie: Straße, 東京, \"quoted\""},
+                {"role": "user", "content": "x" * 50}]
+    for tools in (TOOLS, None):
+        body = {"model": "m", "messages": messages, "temperature": 0.0, "max_tokens": 9}
+        if tools:
+            body["tools"] = tools
+        enc = encoded_chat_body(body)
+        assert json.loads(enc.data) == body and dict(enc) == body
+        assert enc.prompt_chars == prompt_chars(messages, tools)
+    assert json.loads(encoded_chat_body({"messages": []}).data) == {"messages": []}
+
+
+def test_a_key_from_the_clients_one_encoding_is_the_key_of_the_request():
+    from ark.cost.tokens import canonical
+
+    messages = [{"role": "user", "content": "Straße, 東京", "z": {"b": 1, "a": [2, None]}}]
+    for tools in (TOOLS, None, []):
+        k = dict(model="m|rev", messages=messages, tools=tools, params={"seed": 1, "temperature": 0.0}, agent_index=2)
+        assert cache_key(**k, encoded=(canonical(messages), canonical(tools or []))) == cache_key(**k)
+    base = dict(model="m", messages=messages, tools=None, params={}, agent_index=0)
+    assert cache_key(**base, encoded=(canonical([]), canonical([]))) != cache_key(**base)   # the messages count

@@ -552,3 +552,32 @@ def test_a_full_disk_stops_the_run_cleanly_and_a_rerun_completes_it(tmp_path, mo
     r = TinyRetriever()
     summary = run_queries(r, qs, s)
     assert summary["complete"] and summary["n_ok"] == 40 and len(r.calls) == 33
+
+
+def _collected(obj) -> bool:
+    """Whether the garbage collector's passes walk ``obj`` (it is in one of its generations, not frozen)."""
+    import gc
+
+    return any(o is obj for g in range(3) for o in gc.get_objects(generation=g))
+
+
+class HeapWatcher(TinyRetriever):
+    """Looks, from inside the run, whether an object made before the run is still walked by the collector."""
+
+    def __init__(self, marker):
+        super().__init__()
+        self.marker, self.seen = marker, []
+
+    async def aretrieve(self, query, query_id=""):
+        self.seen.append(_collected(self.marker))
+        return await super().aretrieve(query, query_id)
+
+
+def test_objects_alive_at_the_start_are_left_out_of_collections_during_the_run(tmp_path):
+    marker = {"graph": ["a big index made before the run"]}   # a container the collector tracks
+    assert _collected(marker)
+    retriever = HeapWatcher(marker)
+    summary = run_queries(retriever, make_queries(3), settings(tmp_path, concurrency=1))
+    assert summary["n_ok"] == 3
+    assert retriever.seen == [False, False, False]   # frozen while the queries ran
+    assert _collected(marker)                        # and walked again once the run ended

@@ -56,10 +56,13 @@ class Ticket:
     holds: list = field(default_factory=list)   # (ledger, reservation id) to settle
 
 
-def worst_case_usd(price: Any, messages: list[dict], tools: list[dict] | None, max_tokens: int) -> float:
+def worst_case_usd(price: Any, messages: list[dict], tools: list[dict] | None, max_tokens: int,
+                   chars: int | None = None) -> float:
     """The most one chat call can cost: its prompt at `ark.cost.tokens.CHARS_PER_TOKEN` characters per
-    token, its whole ``max_tokens`` completion."""
-    chars = prompt_chars(messages, tools)
+    token, its whole ``max_tokens`` completion. ``chars``: the prompt's characters
+    (`ark.cost.tokens.prompt_chars`) when the caller has counted them already (its encoded body)."""
+    if chars is None:
+        chars = prompt_chars(messages, tools)
     return (chars / CHARS_PER_TOKEN * price.input_per_m + max_tokens * price.output_per_m) / 1e6
 
 
@@ -115,11 +118,12 @@ class Budget:
             return self.reserved > 1e-12
         return self.capped.reconcile()[1]
 
-    async def reserve(self, price: Any, messages: list[dict], tools: list[dict] | None, max_tokens: int) -> Ticket:
+    async def reserve(self, price: Any, messages: list[dict], tools: list[dict] | None, max_tokens: int,
+                      chars: int | None = None) -> Ticket:
         """Room for one call: at once when its worst case fits under the cap beside the calls in flight,
         after some of them have finished when it would fit without them, else `BudgetExhausted` (and the
-        budget stays exhausted: no call starts after it)."""
-        worst = worst_case_usd(price, messages, tools, max_tokens)
+        budget stays exhausted: no call starts after it). ``chars``: as in `worst_case_usd`."""
+        worst = worst_case_usd(price, messages, tools, max_tokens, chars)
         if self.guard is not None and self.guard():
             raise BudgetExhausted("this process may spend no more: the sweep that started it has ended")
         while True:

@@ -70,23 +70,32 @@ class Ledger:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 st = os.fstat(fd)
-                if st.st_nlink == 0:   # the file was removed or replaced: write to the one at the path
+                reopened = st.st_nlink == 0
+                if reopened:   # the file was removed or replaced: write to the one at the path
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     fd = self._descriptor(reopen=True)
                     fcntl.flock(fd, fcntl.LOCK_EX)
                     st = os.fstat(fd)
                 size = st.st_size
-                if size and os.pread(fd, 1, size - 1) != b"\n":   # a line torn by a kill: cut it off
-                    data = os.pread(fd, size, 0)
-                    os.ftruncate(fd, data.rfind(b"\n") + 1)
+                # (when the ledger has read this file up to its end, the file ends with a whole line)
+                if size and (reopened or size != self._offset) and os.pread(fd, 1, size - 1) != b"\n":
+                    data = os.pread(fd, size, 0)   # a line torn by a kill: cut it off
+                    size = data.rfind(b"\n") + 1
+                    os.ftruncate(fd, size)
                 if check is not None:
                     with self._lock:
-                        self._read()
+                        self._read(fd)
                         ok = check()
                     if not ok:
                         return False
                 if lines:
-                    os.write(fd, "".join(json.dumps(line) + "\n" for line in lines).encode())
+                    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+                    whole = os.write(fd, data) == len(data)
+                    with self._lock:   # nothing unread before them: take them in as written, not read back
+                        if whole and not reopened and self._offset == size:
+                            for line in lines:
+                                self._take(line)
+                            self._offset = size + len(data)
                 return True
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
@@ -158,38 +167,48 @@ class Ledger:
     def _in_flight(self) -> float:
         return self._held if self._open else 0.0
 
-    def _read(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        if self._offset and not data and self.path.stat().st_size < self._offset:   # cut: read again
-            self._offset, self._usd, self._calls, self._open, self._held = 0, 0.0, 0, {}, 0.0
-            return self._read()
+    def _read(self, fd: int | None = None) -> None:
+        """Take in the lines appended since the last read; ``fd``: the file's descriptor, locked by the
+        caller (read in place, no new open)."""
+        if fd is not None:
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, size - self._offset, self._offset) if size > self._offset else b""
+        else:
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(self._offset)
+                    data = f.read()
+            except FileNotFoundError:
+                return
+            size = None
+        if self._offset and not data and (size if size is not None else self.path.stat().st_size) < self._offset:
+            self._offset, self._usd, self._calls, self._open, self._held = 0, 0.0, 0, {}, 0.0   # cut: read again
+            return self._read(fd)
         end = data.rfind(b"\n") + 1   # whole lines only: the last one may still be being written
         for raw in data[:end].splitlines():
             try:
-                line = json.loads(raw)
-                if "hold" in line:
-                    worst = float(line["worst"])
-                    self._open[line["hold"]] = (worst, str(line.get("by", "")), float(line["t"]))
-                    self._held += worst
-                    continue
-                usd = float(line["usd"])
-                if "settles" in line:
-                    held = self._open.pop(line["settles"], None)
-                    if held is None:
-                        continue   # settled twice (cannot happen under the lock): counted once
-                    self._held -= held[0]
-                    if line.get("failed"):
-                        continue   # a call that failed: nothing billed
-                self._usd += usd
-                self._calls += 1
-            except (ValueError, KeyError, TypeError):
+                self._take(json.loads(raw))
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue   # a line torn by a kill and cut later
         self._offset += end
+
+    def _take(self, line: dict) -> None:
+        """Count one line of the file (module doc) in the totals."""
+        if "hold" in line:
+            worst = float(line["worst"])
+            self._open[line["hold"]] = (worst, str(line.get("by", "")), float(line["t"]))
+            self._held += worst
+            return
+        usd = float(line["usd"])
+        if "settles" in line:
+            held = self._open.pop(line["settles"], None)
+            if held is None:
+                return   # settled twice (cannot happen under the lock): counted once
+            self._held -= held[0]
+            if line.get("failed"):
+                return   # a call that failed: nothing billed
+        self._usd += usd
+        self._calls += 1
 
     def total(self) -> float:
         """US$ paid so far (settled), every writer included."""

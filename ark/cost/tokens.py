@@ -14,10 +14,16 @@ CHARS_PER_TOKEN = 3.0  # characters per prompt token before the reply says: on t
                        # about 4 per token, JSON tool schemas about 3)
 
 
+def canonical(x) -> str:
+    """The canonical JSON of ``x``: keys sorted, no spaces, characters as they are. A chat request's
+    messages and tools are encoded so once per call (`ark.llm.client`): the LLM cache's key
+    (`ark.llm.cache.cache_key`), the HTTP body and `prompt_chars` are made of that one encoding."""
+    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def prompt_chars(messages: list, tools: list | None) -> int:
-    """The characters of a chat request's messages and tool schemas, as JSON."""
-    chars = len(json.dumps(messages, ensure_ascii=False))
-    return chars + (len(json.dumps(tools, ensure_ascii=False)) if tools else 0)
+    """The characters of a chat request's messages and tool schemas, as (`canonical`) JSON."""
+    return len(canonical(messages)) + (len(canonical(tools)) if tools else 0)
 
 
 def prompt_tokens_upper(messages: list, tools: list | None) -> int:

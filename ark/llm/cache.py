@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from ark.cost import holder
+from ark.cost.tokens import canonical
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +79,14 @@ END;
 
 
 def cache_key(*, model: str, messages: list[dict], tools: list[dict] | None, params: dict[str, Any],
-              agent_index: int) -> str:
-    """Hex SHA-256 of the canonical JSON of a request (dict order does not matter)."""
-    payload = {
-        "v": KEY_VERSION,
-        "model": model,
-        "messages": messages,
-        "tools": tools or [],
-        "params": params,
-        "agent_index": int(agent_index),
-    }
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+              agent_index: int, encoded: tuple[str, str] | None = None) -> str:
+    """Hex SHA-256 of the canonical JSON of a request (dict order does not matter): of
+    ``{"agent_index", "messages", "model", "params", "tools": tools or [], "v": KEY_VERSION}``.
+    ``encoded``: ``(canonical(messages), canonical(tools or []))`` (`ark.cost.tokens.canonical`) when the caller has them already
+    (the client encodes a request once); the key is the same."""
+    msgs, tls = encoded if encoded is not None else (canonical(messages), canonical(tools or []))
+    blob = (f'{{"agent_index":{int(agent_index)},"messages":{msgs},"model":{canonical(model)},'
+            f'"params":{canonical(params)},"tools":{tls},"v":{canonical(KEY_VERSION)}}}')
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

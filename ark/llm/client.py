@@ -62,11 +62,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ark.cost.prices import Price, resolve_price
+from ark.cost.tokens import canonical
 from ark.llm import pacing
 from ark.llm.cache import ResponseCache, cache_key
 from ark.llm.replicas import transport_for, urls_of
-from ark.llm.transport import (EMBEDDINGS_PATH, OPENAI_BASE_URL, TRANSPORTS, HTTPReply, Route, TransportConnectionError,
-                               TransportTimeout, make_transport, retry_after_s)
+from ark.llm.transport import (EMBEDDINGS_PATH, OPENAI_BASE_URL, TRANSPORTS, EncodedBody, HTTPReply, Route,
+                               TransportConnectionError, TransportTimeout, encoded_chat_body, make_transport,
+                               retry_after_s)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -120,6 +122,10 @@ class ToolCall:
         return {"id": self.id, "type": "function",
                 "function": {"name": self.name, "arguments": self.arguments}}
 
+    def to_json(self) -> dict:
+        """``dataclasses.asdict`` of the call, built directly (it runs for every reply)."""
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ToolCall":
         return cls(**_known_fields(cls, d))
@@ -152,10 +158,14 @@ class ChatResponse:
 
     def to_json(self) -> dict:
         """The reply as trajectories and the LLM cache keep it; ``cached_tokens`` only when the provider
-        reported some (a reply without it read back has 0)."""
-        d = asdict(self)
-        if not d["cached_tokens"]:
-            del d["cached_tokens"]
+        reported some (a reply without it read back has 0). The fields in their declared order, as
+        ``dataclasses.asdict`` gives them, built directly: it runs for every reply (cache, trajectory)."""
+        d = {"content": self.content, "tool_calls": [tc.to_json() for tc in self.tool_calls],
+             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+             "latency_s": self.latency_s, "cached": self.cached, "finish_reason": self.finish_reason,
+             "model": self.model, "cost_usd": self.cost_usd, "attempts": self.attempts}
+        if self.cached_tokens:
+            d["cached_tokens"] = self.cached_tokens
         return d
 
     @classmethod
@@ -518,9 +528,11 @@ class LLMClient:
         if "seed" in params:  # agents of one query must sample independently, also under a fixed seed
             params["seed"] += agent_index
         key = None
+        encoded = (canonical(messages), canonical(tools or []))   # once: the cache key, the body, the estimate
         if self.cache is not None:
             model = self.config.model if self.config.serving is None else f"{self.config.model}|{self.config.serving}"
-            key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index)
+            key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index,
+                            encoded=encoded)
             hit = self.cache.get(key)
             if hit is None:
                 hit = await self._claim(key)   # None: this process buys the reply
@@ -531,10 +543,12 @@ class LLMClient:
                 return resp
         resp, ticket, stored = None, None, False
         try:
+            body = self._body(messages, tools, params, encoded)
             if self.budget is not None:   # BudgetExhausted at the cap
-                ticket = await self.budget.reserve(self.price, messages, tools, self.config.max_tokens)
+                ticket = await self.budget.reserve(self.price, messages, tools, self.config.max_tokens,
+                                                   chars=body.prompt_chars)
             try:
-                resp = await self._call_with_retries(messages, tools, params)
+                resp = await _post_with_retries(await self._http(), body, self.config, self.stats, self._parse)
             finally:
                 if ticket is not None:
                     self.budget.settle(ticket, resp)   # its cost into the ledgers; a failed call costs nothing
@@ -572,14 +586,15 @@ class LLMClient:
             await asyncio.sleep(CLAIM_WAIT_S)
         return None
 
-    async def _call_with_retries(self, messages: list[dict], tools: list[dict],
-                                 params: dict) -> ChatResponse:
-        c = self.config
-        body = {"model": c.model, "messages": messages, **params}
+    def _body(self, messages: list[dict], tools: list[dict], params: dict,
+              encoded: tuple[str, str]) -> EncodedBody:
+        """The request's body around ``encoded``, its messages' and tools' canonical JSON
+        (`ark.llm.transport.encoded_chat_body`)."""
+        body = {"model": self.config.model, "messages": messages, **params}
         body.update(body.pop("extra_body", None) or {})
         if tools:
             body["tools"] = tools
-        return await _post_with_retries(await self._http(), body, c, self.stats, self._parse)
+        return encoded_chat_body(body, *encoded)
 
     def _parse(self, completion: Any, latency_s: float, attempts: int) -> ChatResponse:
         """An OpenAI chat-completion JSON object -> ChatResponse; `MalformedReplyError` when the

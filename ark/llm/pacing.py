@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ark.cost.tokens import prompt_tokens_upper
+from ark.cost.tokens import CHARS_PER_TOKEN, prompt_tokens_upper
 
 HEADROOM = 0.98        # the pace: this share of each limit per minute, spread evenly
 WINDOW_SHARE = 0.99    # what no 60 seconds may hold more of (the provider counts a sliding minute)
@@ -58,7 +58,9 @@ REMEMBERED = 20_000    # prompt counts kept (of the latest requests) for the nex
 def estimate_tokens(body: Mapping[str, Any]) -> tuple[int, int]:
     """What a chat request counts against a TPM limit before its reply is known: (its prompt, from its
     messages and tools at `ark.cost.tokens.CHARS_PER_TOKEN`; its ``max_tokens``)."""
-    return prompt_tokens_upper(body.get("messages", []), body.get("tools")), int(body.get("max_tokens") or 0)
+    chars = getattr(body, "prompt_chars", None)   # a body encoded once (`ark.llm.transport.EncodedBody`)
+    prompt = int(chars / CHARS_PER_TOKEN) + 1 if chars else prompt_tokens_upper(body.get("messages", []), body.get("tools"))
+    return prompt, int(body.get("max_tokens") or 0)
 
 
 def reported_prompt_tokens(reply_body: Any) -> int | None:

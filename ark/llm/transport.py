@@ -17,6 +17,10 @@ Both are bound to the event loop they were created on; ``LLMClient`` makes one p
     reply = await transport.post(body)   # HTTPReply(status, headers, body); 4xx/5xx are replies
     await transport.aclose()
 
+A chat request's body is encoded once (`encoded_chat_body`): the aiohttp transport sends those bytes,
+and the same encoding of its messages and tools gives the LLM cache's key and the prompt's characters
+that the spending cap counts (`ark.cost.tokens.canonical`).
+
 Raises ``TransportTimeout`` or ``TransportConnectionError``; HTTP errors are returned, not raised.
 """
 
@@ -32,9 +36,37 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
+from ark.cost.tokens import canonical
+
 CHAT_PATH = "/chat/completions"
 EMBEDDINGS_PATH = "/embeddings"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class EncodedBody(dict):
+    """A request body (the dict, for transports and wrappers that read it) with its JSON bytes, encoded
+    once (``data``), and its messages' and tools' characters as JSON (``prompt_chars``, what
+    `ark.cost.tokens.prompt_chars` counts)."""
+
+    data: bytes = b""
+    prompt_chars: int = 0
+
+
+def encoded_chat_body(body: dict, messages_json: str | None = None, tools_json: str | None = None) -> EncodedBody:
+    """``body`` with its JSON encoded once: its messages and tools as `ark.cost.tokens.canonical` encodes
+    them (``messages_json``, ``tools_json``: that encoding, when the caller has made it already), so
+    that their length is `ark.cost.tokens.prompt_chars`; the other fields around them."""
+    msgs = messages_json if messages_json is not None else canonical(body.get("messages", []))
+    tools = "" if not body.get("tools") else tools_json if tools_json is not None else canonical(body["tools"])
+    rest = json.dumps({k: v for k, v in body.items() if k not in ("messages", "tools")})
+    parts = ['{"messages":', msgs]
+    if tools:
+        parts += [',"tools":', tools]
+    parts.append("," + rest[1:] if len(rest) > 2 else "}")
+    out = EncodedBody(body)
+    out.data = "".join(parts).encode()
+    out.prompt_chars = len(msgs) + len(tools)
+    return out
 
 
 class TransportTimeout(Exception):
@@ -127,7 +159,7 @@ class AiohttpTransport:
         )
 
     async def post(self, body: dict) -> HTTPReply:
-        data = json.dumps(body).encode()
+        data = body.data if isinstance(body, EncodedBody) else json.dumps(body).encode()
         try:
             async with self._session.post(self._url, data=data, headers=self._headers,
                                           proxy=self._proxy) as resp:
