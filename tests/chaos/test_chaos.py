@@ -232,7 +232,10 @@ def test_a_disk_that_fills_up(reference, tmp_path, monkeypatch):
     ref_bytes = sum(p.stat().st_size for p in reference["dir"].rglob("*") if p.is_file())
     disk = tmp_path / "disk"
     real = _mount_small_disk(disk, max(64, ref_bytes // 1024 // 3))     # room for about a third of the run
-    out, cache = disk / "run", disk / "llm.sqlite"
+    # the run directory fills the disk; the LLM cache lives beside it (its write-ahead log, up to SQLite's
+    # 1,000-page checkpoint, would take the small disk before the first record, as the simulated disk,
+    # which fails only the run's own writes, never lets it)
+    out, cache = disk / "run", tmp_path / "llm.sqlite"
     try:
         with server_process(tmp_path, 13) as (url, log):
             if not real:       # no mount here: the disk "fills" after 60 records
