@@ -166,14 +166,13 @@ class Snapshot:
 
 def prepare_data_root(root: Path = DEMO_ROOT) -> None:
     """What the tests read from the data root, built before the first snapshot as `make test` builds it:
-    the demo graph, its BM25 index and the BM25 baseline's index over its candidates. A no-op where ark's packages are missing (the comparison tier's
-    environment builds nothing) or where it is built already."""
+    the demo graph, its BM25 index, the BM25 baseline's index over its candidates, the content hashes of
+    its files and the packaged local encoders whose packages are installed. A no-op where ark's packages
+    are missing (the comparison tier's environment builds nothing) or where it is built already."""
     try:
         from ark.config.retrievers import build_bm25
-        from ark.data.sources import DemoSource
+        from ark.data.sources import RACY_S, DemoSource
         from ark.search.bm25 import load_index
-
-        from ark.data.sources import RACY_S
 
         source = DemoSource(root=root)
         load_index(source.graph(), source.cache_dir)
@@ -181,6 +180,15 @@ def prepare_data_root(root: Path = DEMO_ROOT) -> None:
         source.queries()
     except ImportError:
         return
+    # The packaged local encoders, extracted where the dense tier's encoder reads them (where their
+    # packages are installed: `make test-dense` installs them), as the demo graph is built above.
+    from ark.search.embeddings import LOCAL_MODELS, default_model_dir, local_model_path
+
+    for model in LOCAL_MODELS:
+        try:
+            local_model_path(model, default_model_dir(root))
+        except ImportError:
+            pass   # its package is not installed: no tier here reads it
     # Files written less than RACY_S ago are not put in the content-hash store (`ark.data.sources`): the
     # first test to read them later would add them to it. Wait them out and store their hashes now.
     raw = [p for p in (root / "stark").rglob("*") if p.is_file()] if (root / "stark").is_dir() else []
