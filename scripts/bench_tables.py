@@ -267,7 +267,11 @@ def phase_cold(d: Path, sweep: bool = False) -> dict:
     sys.argv = [str(entry), *names, *job_overrides(d, run)]
     sys.path[0] = str(entry.parent)   # as `python experiments/run.py` starts
     with contextlib.redirect_stdout(sys.stderr):
-        runpy.run_path(str(entry), run_name="__main__")
+        try:
+            runpy.run_path(str(entry), run_name="__main__")
+        except SystemExit as e:   # the entry point ends with its exit status (3: a run not complete)
+            if e.code not in (0, None):
+                raise RuntimeError(f"experiments/run.py exited with {e.code}") from e
     want = SWEEP_JOBS if sweep else 1
     if len(answers) != want or any(a["error"] or not a["hits"] for a in answers):
         raise RuntimeError(f"not every job's first search_graph call answered: {answers}, marks {jobs}")
