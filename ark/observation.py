@@ -79,11 +79,26 @@ class Snippeter:
         hits = [(pos, s) for (pos, _), s in zip(spans, stems) if s in terms][:200]
         if not hits:
             return 0
+        # the start whose window (the next 50 hits, those within 3/4 of the width) holds the most distinct
+        # terms, the first such; one pass, the window's term counts kept as it slides
+        reach = self.width * 3 // 4
         best, best_count = hits[0][0], 0
-        for i, (pos, _) in enumerate(hits):
-            seen = {s for p, s in hits[i:i + 50] if p < pos + self.width * 3 // 4}
-            if len(seen) > best_count:
-                best, best_count = pos, len(seen)
+        counts: dict[str, int] = {}
+        end = 0
+        for i, (pos, term) in enumerate(hits):
+            limit = min(i + 50, len(hits))
+            while end < limit and hits[end][0] < pos + reach:
+                counts[hits[end][1]] = counts.get(hits[end][1], 0) + 1
+                end += 1
+            if len(counts) > best_count:
+                best, best_count = pos, len(counts)
+            if end > i:   # hits[i] leaves the window
+                if counts[term] == 1:
+                    del counts[term]
+                else:
+                    counts[term] -= 1
+            else:
+                end = i + 1
         return max(0, best - self.width // 4)
 
 

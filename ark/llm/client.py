@@ -533,7 +533,9 @@ class LLMClient:
             model = self.config.model if self.config.serving is None else f"{self.config.model}|{self.config.serving}"
             key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index,
                             encoded=encoded)
-            hit = self.cache.get(key)
+            # a claim is taken only where no reply is stored (`ResponseCache.claim`), so without a fallback
+            # file the lookup comes after a refused claim: a reply bought here costs one statement less
+            hit = self.cache.get(key) if self.cache.fallback is not None else None
             if hit is None:
                 hit = await self._claim(key)   # None: this process buys the reply
             if hit is not None:

@@ -74,6 +74,18 @@ class HashedVocab:
         i = int(np.searchsorted(self._hashes, h))
         return int(self._ids[i]) if i < len(self._hashes) and self._hashes[i] == h else -1
 
+    def ids_of(self, tokens: Sequence[str]) -> np.ndarray:
+        """The vocabulary ids of ``tokens``, in their order, those outside the vocabulary dropped: one
+        sorted-array search for all of them (a query's tokens), where ``[vocab[t] for t in tokens if t in
+        vocab]`` searches twice per token."""
+        n = len(self._hashes)
+        if not tokens or n == 0:
+            return np.empty(0, dtype=np.int64)
+        h = np.fromiter((_token_hash(t) for t in tokens), dtype=np.uint64, count=len(tokens))
+        at = np.minimum(np.searchsorted(self._hashes, h), n - 1)
+        found = np.asarray(self._hashes[at]) == h
+        return np.asarray(self._ids[at[found]], dtype=np.int64)
+
     def __contains__(self, token: str) -> bool:
         return self._find(token) >= 0
 
@@ -434,6 +446,8 @@ class BM25Index:
     def token_ids(self, query: str) -> np.ndarray:
         """Vocabulary ids of the query's tokens (tokens unseen in the corpus are dropped)."""
         vocab = self._vocab
+        if isinstance(vocab, HashedVocab):
+            return vocab.ids_of(self.tokenizer(query))
         return np.array([vocab[t] for t in self.tokenizer(query) if t in vocab], dtype=np.int64)
 
     def search(self, query: str, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
