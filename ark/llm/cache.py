@@ -16,7 +16,9 @@ A reply is bought once however many processes ask for it at once (the points of 
 prompts): the client claims a key it is about to buy (`ResponseCache.claim`, a row naming its process,
 `ark.cost.holder`); another process asking for the same key meanwhile waits for the reply instead of
 buying it again, and takes the claim over when its holder has ended without a reply (killed) or
-releases it (the call failed).
+releases it (the call failed). The claims are a table of their own without row ids (one b-tree: a claim
+and its end each write one page less); a cache written before it had them in ``claims``, dropped when
+such a file is opened (claims do not outlive their processes' calls).
 
 A file that is not a readable SQLite database (header overwritten, cut short, replaced by text) is
 moved aside to ``<name>.corrupt-<UTC time>`` with a warning naming both files, and a fresh cache
@@ -67,13 +69,15 @@ CREATE TABLE IF NOT EXISTS responses (
     value TEXT NOT NULL,
     created REAL NOT NULL DEFAULT (julianday('now'))
 );
-CREATE TABLE IF NOT EXISTS claims (
+CREATE TABLE IF NOT EXISTS reply_claims (
     key TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
     t REAL NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS reply_ends_claim AFTER INSERT ON responses BEGIN
-    DELETE FROM claims WHERE key = NEW.key;
+) WITHOUT ROWID;
+DROP TRIGGER IF EXISTS reply_ends_claim;
+DROP TABLE IF EXISTS claims;
+CREATE TRIGGER IF NOT EXISTS reply_ends_reply_claim AFTER INSERT ON responses BEGIN
+    DELETE FROM reply_claims WHERE key = NEW.key;
 END;
 """
 
@@ -205,18 +209,18 @@ class ResponseCache:
         stored or while another process, or another task of this one, holds the claim (look for the reply
         with `get`, and wait while it is not there). Storing the reply (`put`) or `release` ends the claim."""
         me, now = holder.me(), time.time()
-        if self._run("INSERT OR IGNORE INTO claims (key, holder, t) SELECT ?, ?, ? "
+        if self._run("INSERT OR IGNORE INTO reply_claims (key, holder, t) SELECT ?, ?, ? "
                      "WHERE NOT EXISTS (SELECT 1 FROM responses WHERE key = ?)", (key, me, now, key)).rowcount:
             return True
-        row = self._run("SELECT holder, t FROM claims WHERE key = ?", (key,)).fetchone()
+        row = self._run("SELECT holder, t FROM reply_claims WHERE key = ?", (key,)).fetchone()
         if row is None or holder.alive(row[0], row[1]):
             return False   # stored, released a moment ago, or being bought
-        return bool(self._run("UPDATE claims SET holder = ?, t = ? WHERE key = ? AND holder = ?",
+        return bool(self._run("UPDATE reply_claims SET holder = ?, t = ? WHERE key = ? AND holder = ?",
                               (me, now, key, row[0])).rowcount)
 
     def release(self, key: str) -> None:
         """End this process's claim on ``key`` without a reply (the call failed or was refused)."""
-        self._run("DELETE FROM claims WHERE key = ? AND holder = ?", (key, holder.me()))
+        self._run("DELETE FROM reply_claims WHERE key = ? AND holder = ?", (key, holder.me()))
 
     def __len__(self) -> int:
         return self._run("SELECT COUNT(*) FROM responses").fetchone()[0]
