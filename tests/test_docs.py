@@ -194,13 +194,18 @@ def test_the_readme_layout_names_what_exists():
 
 
 def test_ci_runs_the_two_set_up_commands_and_every_tier_contributing_lists():
+    """`make test` runs alone, then `make demo` and the other tiers in the lanes side by side; each tier
+    CONTRIBUTING.md lists runs exactly once."""
     ci = (REPO / ".ci" / "run").read_text()
     steps = re.findall(r"^step make ([\w-]+)$", ci, re.M)
+    lanes = [line.split() for line in re.findall(r"^lane \d+ ([\w -]+?) & ", ci, re.M)]
     text = (REPO / "CONTRIBUTING.md").read_text()
     table = text[text.index("| command | what it checks |"):]
     tiers = re.findall(r"^\| `make ([\w-]+)` \|", table, re.M)
-    assert steps[:2] == ["test", "demo"] and len(tiers) >= 6
-    assert sorted(set(steps) - {"demo"}) == sorted(tiers)
+    ran = steps + [t for lane in lanes for t in lane]
+    assert steps == ["test"] and len(lanes) == 2 and "demo" in ran and len(tiers) >= 6
+    assert sorted(t for t in ran if t != "demo") == sorted(tiers)
+    assert ci.index("step make test") < min(ci.index(f"lane {i} ") for i in (1, 2))
 
 
 def test_every_marker_is_a_tier_of_its_own_and_every_tier_names_its_slowest_tests():
