@@ -108,6 +108,7 @@ def test_sweeps_of_the_command_line_join_the_experiments():
     assert all("graph=demo" in p for p in grid)                                        # the command line wins
 
 
+@pytest.mark.commands   # composes every point of every experiment grid (seconds): with the other compositions there
 def test_experiment_grids_match_the_paper():
     t1 = {tuple(sorted(run_info(composed(p)).items())) for p in points("experiment=table1")}
     runs = [dict(x) for x in t1]

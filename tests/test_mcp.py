@@ -348,6 +348,7 @@ def _stop(proc) -> str:
     return err
 
 
+@pytest.mark.commands   # an MCP server process over HTTP, like the other served ones there
 @pytest.mark.parametrize("given", [True, False])
 def test_beyond_loopback_every_request_needs_the_token_and_an_allowed_origin(tmp_path, agent_tools, backbone,
                                                                                given):

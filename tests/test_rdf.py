@@ -403,6 +403,7 @@ def test_source_for_path_picks_tables_or_rdf(tmp_path):
 
 
 # --- a real public ontology: Brick, as the brickschema package ships it ---------------------------------
+@pytest.mark.commands   # a real ontology read whole (seconds)
 def test_brick_ontology_from_its_pypi_package(tmp_path):
     """Brick 1.5 (building systems; BSD-3-Clause), the Turtle file inside brickschema 0.8.0 (no import of the
     package, no download): its classes, tags and quantities as nodes, SHACL shapes skipped."""

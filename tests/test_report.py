@@ -102,6 +102,7 @@ def test_reproduce_stops_with_a_clear_message(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "runs").exists()                    # nothing ran
 
 
+@pytest.mark.commands   # a whole shrunk Table 1: its runs end to end
 def test_shrunk_table1_on_demo_with_scripted_server(tmp_path, monkeypatch):
     """`ark table1 --reproduce` end to end: the table1 sweep (`ark run -m`, a Hydra multirun) on the demo
     graph, then the tables."""
