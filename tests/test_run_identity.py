@@ -259,12 +259,12 @@ def test_index_settings_are_part_of_the_identity_only_for_their_index_kind():
     assert differing_settings({"identity": old}, {"identity": flat})[2] == []
     hnsw = identity("search.setup.index_kind=hnsw")
     assert (hnsw["search.setup.hnsw_m"], hnsw["search.setup.ef_construction"], hnsw["search.setup.ef_search"]) == \
-        (32, 100, 192) and "search.setup.nprobe" not in hnsw
+        (32, 100, 256) and "search.setup.nprobe" not in hnsw
     older = {**hnsw, "search.setup.ef_construction": 80, "search.setup.ef_search": 128}
     assert differing_settings({"identity": older}, {"identity": hnsw})[2] == ["search.setup.ef_construction",
                                                                                "search.setup.ef_search"]
     assert identity("search.setup.index_kind=ivf")["search.setup.nprobe"] == 16
     baseline = run_identity(compose(["graph=demo", "retriever=dense", "encoder=minilm", "retriever.build.index_kind=hnsw"]))
     assert (baseline["retriever.hnsw_m"], baseline["retriever.ef_construction"], baseline["retriever.ef_search"]) == \
-        (32, 100, 192)
+        (32, 100, 256)
     assert "retriever.ef_search" not in run_identity(compose(["graph=demo", "retriever=dense", "encoder=minilm"]))
