@@ -137,6 +137,20 @@ class Route:
             return f"{base}/openai/deployments/{self.deployment}{self.path}?{query}"
         return base + self.path
 
+    def url_for(self, path: str) -> str:
+        """The URL of another endpoint of the same account (the batch API's ``/files``, ``/batches``):
+        ``<base>/v1<path>`` for OpenAI, ``<endpoint>/openai<path>?api-version=...`` for Azure."""
+        base = self.base_url.rstrip("/")
+        if self.provider == "azure":
+            return f"{base}/openai{path}?{urlencode({'api-version': self.api_version})}"
+        return base + path
+
+    @property
+    def batch_endpoint(self) -> str:
+        """The endpoint a batch's lines name (``url``) and the batch is created for: OpenAI's
+        ``/v1/chat/completions``, Azure's ``/chat/completions`` (its lines name the deployment as model)."""
+        return CHAT_PATH if self.provider == "azure" else "/v1" + CHAT_PATH
+
     def headers(self) -> dict[str, str]:
         auth = {"api-key": self.key} if self.provider == "azure" else {"Authorization": f"Bearer {self.key}"}
         return {"Content-Type": "application/json", "Accept": "application/json", **auth}
