@@ -123,7 +123,6 @@ def _job(server, tmp: Path) -> list[str]:
     return [sys.executable, str(REPO / "experiments" / "run.py"), *_overrides(server, tmp, "limit=6", *BATCH)]
 
 
-@pytest.mark.commands
 def test_a_run_killed_while_it_waits_for_a_batch_reattaches_and_pays_nothing_twice(key, tmp_path):
     """kill -9 while the run waits for its first batch; the same command again re-attaches to that
     batch instead of sending its requests again: the server bills each distinct request exactly once,
