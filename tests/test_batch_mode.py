@@ -209,3 +209,47 @@ def test_the_forecast_in_batch_mode_shows_the_batch_price_and_the_wait(key, tmp_
     assert batch["usd"] == pytest.approx(standard["usd"] / 2, rel=1e-9)
     assert batch["typical_usd"] == pytest.approx(standard["typical_usd"] / 2, rel=1e-9)
     assert "batch price, 50% of every standard rate" in printed and "may take up to 24 h" in printed
+
+
+def test_a_step_larger_than_one_batch_goes_as_several(key, tmp_path, monkeypatch):
+    """A step with more requests than a batch may hold (`ark.llm.batch.MAX_LINES`, 50,000 at OpenAI; 5
+    here) is cut into several batches, each within the limit; each request is still billed once and the
+    predictions are the online ones."""
+    import ark.llm.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "MAX_LINES", 5)
+    with ScriptedServer(responder=ark_like) as online_server:
+        run(compose(_overrides(online_server, tmp_path / "online", "limit=4")))
+    with ScriptedServer(responder=ark_like) as server:
+        summary = run(compose(_overrides(server, tmp_path / "batch", "limit=4", *BATCH)))
+    assert summary["complete"]
+    ids = _batch_ids(server)
+    assert max(len(x) for x in ids) <= 5 and len(ids) > T_MAX   # 8 requests a step: two batches each
+    every = [k for batch_ids in ids for k in batch_ids]
+    assert len(every) == len(set(every)) == len(server.usages)
+    assert _rankings(Path(compose(_overrides(server, tmp_path / "batch", "limit=4", *BATCH)).out_dir)) == \
+        _rankings(Path(compose(_overrides(online_server, tmp_path / "online", "limit=4")).out_dir))
+
+
+def _fails_second_step_of_agent_1(request: dict):
+    """`ark_like`, but the second step of the agents with seed 1 is refused with HTTP 400."""
+    from tests.helpers.scripted_server import server_error
+
+    step = sum(m["role"] == "assistant" for m in request["messages"])
+    return server_error(400) if request.get("seed") == 1 and step == 1 else ark_like(request)
+
+
+def test_a_failed_batch_line_ends_that_trajectory_as_a_failed_online_call_does(key, tmp_path):
+    """A batch line answered with an error ends that agent's trajectory with the error an online call
+    raises (LLMTransportError); the other agent goes on and the query is recorded degraded, as online."""
+    records = {}
+    for mode, extra in (("online", []), ("batch", BATCH)):
+        with ScriptedServer(responder=_fails_second_step_of_agent_1) as server:
+            args = _overrides(server, tmp_path / mode, "limit=3", *extra)
+            run(compose(args))
+            records[mode] = sorted(RunDir(Path(compose(args).out_dir)).records(), key=lambda r: str(r["query_id"]))
+    for mode in records:
+        assert [r["status"] for r in records[mode]] == ["degraded"] * 3
+        errors = [a["error"] for r in records[mode] for a in r["agents"] if a["error"]]
+        assert len(errors) == 3 and all(e.startswith("LLMTransportError") and "HTTP 400" in e for e in errors)
+    assert [r["ranking"] for r in records["batch"]] == [r["ranking"] for r in records["online"]]

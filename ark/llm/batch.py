@@ -56,7 +56,10 @@ from ark.llm.transport import HTTPReply, env_proxy, parse_body
 
 log = logging.getLogger(__name__)
 
-PENDING = "pending.json"   # in the batch directory: the batch being waited for (ark.run.rundir.BATCH_DIR)
+PENDING = "pending.json"   # in the batch directory: the batch being waited for (ark.run.rundir.BATCH_DIR);
+                           # a step too large for one batch sends several: pending-1.json, pending-2.json, ...
+MAX_LINES = 50_000         # requests one batch may hold (OpenAI's limit)
+MAX_BYTES = 190 * 2**20    # bytes of one batch's input file (OpenAI's limit: 200 MB)
 SETTLE_S = 0.01            # a last look for agents about to ask before a batch is sent
 CLAIM_WAIT_S = 0.05        # how often requests another process is buying are looked for in the cache
 POLL_GROWTH, POLL_MAX = 1.5, 20   # the wait between looks grows by this factor, up to this many batch_poll_s
@@ -139,12 +142,12 @@ class BatchCollector:
         import aiohttp
 
         results: dict[str, Any] = {}
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.client.config.timeout_s),
+        t = self.client.config.timeout_s   # per connection and read: a large output file takes longer in all
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=t, sock_read=t),
                                          trust_env=False) as session:
             api = _BatchAPI(session, self.client)
-            stored = self._stored()
-            if stored is not None:   # a batch a killed run was waiting for: finished first, not paid again
-                done = await self._reattach(api, stored)
+            for path, stored in self._stored():   # batches a killed run was waiting for: finished, not paid again
+                done = await self._reattach(api, path, stored)
                 results.update({k: v for k, v in done.items() if k in batch})
             cache = self.client.cache
             todo: dict[str, _Request] = {}
@@ -159,20 +162,33 @@ class BatchCollector:
                     resp.cached = True
                     results[key] = resp
             if todo:
-                results.update(await self._submit(api, todo))
+                chunks = _chunks(todo)
+                names = [PENDING] + [PENDING.replace(".json", f"-{i}.json") for i in range(1, len(chunks))]
+                outcomes = await asyncio.gather(*(self._submit(api, chunk, name) for chunk, name in zip(chunks, names)),
+                                                return_exceptions=True)
+                for chunk, done in zip(chunks, outcomes):
+                    if isinstance(done, Exception):   # that batch's requests get its error (the cap's, say)
+                        results.update(dict.fromkeys(chunk, done))
+                    elif isinstance(done, BaseException):
+                        raise done
+                    else:
+                        results.update(done)
         return results
 
-    def _stored(self) -> dict | None:
-        if self.directory is None or not (self.directory / PENDING).exists():
-            return None
-        try:
-            return json.loads((self.directory / PENDING).read_text())
-        except ValueError:
-            log.warning("%s is not readable JSON; it is set aside", self.directory / PENDING)
-            (self.directory / PENDING).replace(self.directory / (PENDING + ".bad"))
-            return None
+    def _stored(self) -> list[tuple[Path, dict]]:
+        """The pending files a killed run left, read (an unreadable one set aside)."""
+        if self.directory is None or not self.directory.is_dir():
+            return []
+        out = []
+        for path in sorted(self.directory.glob("pending*.json")):
+            try:
+                out.append((path, json.loads(path.read_text())))
+            except ValueError:
+                log.warning("%s is not readable JSON; it is set aside", path)
+                path.replace(path.with_name(path.name + ".bad"))
+        return out
 
-    async def _reattach(self, api: "_BatchAPI", stored: dict) -> dict[str, Any]:
+    async def _reattach(self, api: "_BatchAPI", path: Path, stored: dict) -> dict[str, Any]:
         """Finish the batch ``stored`` describes (a killed run's): its replies cached, its reservation
         settled, the file removed. Returns {key: reply} for the requests it answered."""
         budget = self.client.budget
@@ -188,7 +204,7 @@ class BatchCollector:
                         ledger.settle(hid, stored.get("worst_usd", 0.0), run=budget.label)
             elif ticket is not None:
                 budget.settle_each(ticket, [])
-            (self.directory / PENDING).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
             return {}
         self.attached += 1
         log.warning("re-attaching to batch %s of %d requests, submitted by an earlier attempt of this run "
@@ -198,7 +214,7 @@ class BatchCollector:
         self._keep(replies)
         if ticket is not None:
             budget.settle_each(ticket, list(replies.values()))
-        (self.directory / PENDING).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
         missing = [k for k in stored.get("custom_ids", []) if k not in results]
         if status != "completed":
             log.warning("batch %s ended %s: %d of its requests came back; the other %d are sent again",
@@ -206,13 +222,14 @@ class BatchCollector:
             return replies
         return results
 
-    async def _submit(self, api: "_BatchAPI", todo: dict[str, _Request]) -> dict[str, Any]:
-        """One new batch of the claimed requests ``todo``: reserved, sent, waited for, cached, paid."""
+    async def _submit(self, api: "_BatchAPI", todo: dict[str, _Request], name: str = PENDING) -> dict[str, Any]:
+        """One new batch of the claimed requests ``todo``: reserved, sent, waited for, cached, paid; its
+        pending file is ``name`` in the batch directory."""
         client, cache, budget = self.client, self.client.cache, self.client.budget
         keys = list(todo)
         worst = sum(worst_case_usd(client.price, [], None, client.config.max_tokens, chars=r.body.prompt_chars)
                     for r in todo.values())
-        pending = self.directory / PENDING if self.directory is not None else None
+        pending = self.directory / name if self.directory is not None else None
         record: dict[str, Any] = {"custom_ids": keys, "worst_usd": worst, "created": time.time(),
                                   "batch_id": None, "input_file_id": None, "holds": []}
         ticket = None
@@ -320,6 +337,20 @@ class BatchCollector:
         else:
             results[key] = LLMTransportError(f"{name}: batch line: HTTP {status or '-'}: {msg}",
                                              status_code=status or None)
+
+
+def _chunks(todo: dict[str, _Request]) -> list[dict[str, _Request]]:
+    """``todo`` cut into batches within `MAX_LINES` lines and `MAX_BYTES` bytes each."""
+    out: list[dict[str, _Request]] = [{}]
+    size = 0
+    for key, req in todo.items():
+        n = len(req.body.data) + 200   # the line around the body
+        if out[-1] and (len(out[-1]) >= MAX_LINES or size + n > MAX_BYTES):
+            out.append({})
+            size = 0
+        out[-1][key] = req
+        size += n
+    return out
 
 
 def _resolve(waiters: list, result: Any) -> None:
