@@ -123,11 +123,13 @@ def _job(server, tmp: Path) -> list[str]:
     return [sys.executable, str(REPO / "experiments" / "run.py"), *_overrides(server, tmp, "limit=6", *BATCH)]
 
 
-def test_a_run_killed_while_it_waits_for_a_batch_reattaches_and_pays_nothing_twice(key, tmp_path):
+@pytest.mark.parametrize("outcome", ["completed", "expired"])
+def test_a_run_killed_while_it_waits_for_a_batch_reattaches_and_pays_nothing_twice(key, tmp_path, outcome):
     """kill -9 while the run waits for its first batch; the same command again re-attaches to that
     batch instead of sending its requests again: the server bills each distinct request exactly once,
-    no two batches share a request, the predictions equal an uninterrupted run's, and the ledger ends
-    holding the server's bill at the batch price."""
+    the predictions equal an uninterrupted run's, and the ledger ends holding the server's bill at the
+    batch price. A batch that completed shares no request with a later one; one that expired with half
+    its requests done is reported, its replies kept, and only the other half sent again."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with ScriptedServer(responder=ark_like) as reference_server:
         run(compose(_overrides(reference_server, tmp_path / "reference", "limit=6")))
@@ -151,14 +153,22 @@ def test_a_run_killed_while_it_waits_for_a_batch_reattaches_and_pays_nothing_twi
         ledger = Ledger(out / RUN_LEDGER)
         assert ledger.in_flight() == 1   # the batch's reservation, held by its pending file
         server.batch_delay_s = 0.0       # the provider finishes the batch while nobody waits
+        server.expire_batches = int(outcome == "expired")
         again = subprocess.run(_job(server, tmp_path), env=env, stdin=subprocess.DEVNULL, capture_output=True,
                                text=True, timeout=600)
         assert again.returncode == 0, again.stdout + again.stderr
-        assert "re-attaching to batch " + first["batch_id"] in again.stdout + again.stderr
+        said = again.stdout + again.stderr
+        assert "re-attaching to batch " + first["batch_id"] in said
     ids = _batch_ids(server)
     assert ids[0] == first["custom_ids"]
     every = [k for batch_ids in ids for k in batch_ids]
-    assert len(every) == len(set(every)) == server.batch_lines == len(server.usages) == server.calls
+    if outcome == "expired":   # its undone half sent again in the next batch, and nothing else twice
+        half = first["custom_ids"][len(first["custom_ids"]) // 2:]
+        assert f"batch {first['batch_id']} ended expired" in said and set(half) <= set(ids[1])
+        assert sorted(k for k, n in Counter(every).items() if n > 1) == sorted(half)
+    else:
+        assert len(every) == len(set(every))
+    assert server.batch_lines == len(server.usages) == server.calls == len(set(every))
     assert max(Counter(_request(r) for r in server.requests).values()) == 1
     assert _rankings(out) == reference
     ledger = Ledger(out / RUN_LEDGER)

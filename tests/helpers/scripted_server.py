@@ -100,7 +100,9 @@ as an online request (it is counted in ``calls``, ``requests`` and ``usages`` li
 output file and the others into its error file, as OpenAI's batch output lines
 (``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}``); later looks (a
 client that re-attached) bill nothing again. ``server.batches`` holds each batch object by id,
-``server.batch_lines`` the lines answered in batches, ``server.batch_paths`` each files or batches request
+``server.batch_lines`` the lines answered in batches; ``server.expire_batches = n`` makes the next ``n``
+batches end ``expired`` with only the first half of their lines answered (the others in the error file,
+``batch_expired``, not billed); ``server.batch_paths`` each files or batches request
 (``"POST /v1/files"``...).
 
 Rate limits: ``ScriptedServer(rpm_limit=..., tpm_limit=...)`` enforces requests and tokens per minute
@@ -436,6 +438,7 @@ class ScriptedServer:
         self.batches: dict[str, dict] = {}     # batch objects by id
         self.batch_lines = 0                   # batch lines answered (each once)
         self.batch_paths: list[str] = []       # "METHOD path?query" of each files or batches request
+        self.expire_batches = 0                # the next this many batches expire with half their lines done
         self._batch_started: dict[str, float] = {}
         self._lock = threading.Lock()
         self._flight = threading.Condition()
@@ -631,28 +634,35 @@ class ScriptedServer:
             if b is None:
                 return 404, {"error": {"message": f"no batch {bid!r}"}}
             age = time.monotonic() - self._batch_started[bid]
-            if b["status"] in ("completed", "finalizing"):
+            if b["status"] in ("completed", "expired", "finalizing"):
                 return 200, dict(b)
             if age < self.batch_delay_s:
                 b["status"] = "validating" if age < self.batch_delay_s / 2 else "in_progress"
                 return 200, dict(b)
             b["status"] = "finalizing"   # answered once, here, by whichever look comes first
             lines = [json.loads(x) for x in self.files[b["input_file_id"]].splitlines() if x.strip()]
+            expire = self.expire_batches > 0
+            self.expire_batches -= expire
         out, errors = [], []
-        for i, line in enumerate(lines):
+        done = lines[:len(lines) // 2] if expire else lines
+        for i, line in enumerate(lines[len(done):]):   # not reached before the window ended: not billed
+            errors.append(json.dumps({"id": f"batch_req_{bid}_x{i}", "custom_id": line["custom_id"], "response": None,
+                                      "error": {"code": "batch_expired", "message": "This request could not be "
+                                                "executed before the completion window expired."}}))
+        for i, line in enumerate(done):
             status, _headers, body, _delay = self._answer(line["body"], {}, line.get("url", ""))
             entry = {"id": f"batch_req_{bid}_{i}", "custom_id": line["custom_id"],
                      "response": {"status_code": status or 500, "request_id": f"req_{bid}_{i}", "body": body},
                      "error": None}
             (out if status == 200 else errors).append(json.dumps(entry))
         with self._lock:
-            self.batch_lines += len(lines)
+            self.batch_lines += len(done)
             for kind, rows in (("output_file_id", out), ("error_file_id", errors)):
                 if rows:
                     fid = f"file-{next(self._ids)}"
                     self.files[fid] = ("\n".join(rows) + "\n").encode()
                     b[kind] = fid
-            b["status"] = "completed"
+            b["status"] = "expired" if expire else "completed"
             b["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(errors)}
             return 200, dict(b)
 
