@@ -170,6 +170,15 @@ class Budget:
         for ledger, hid in ticket.holds:
             ledger.settle_each(hid, replies, self.label)
 
+    def settle_lost(self, ticket: Ticket) -> None:
+        """Close a reservation as paid at its worst case: whether the provider billed its calls cannot be
+        known (a batch that may have been made just before a kill, or that the provider no longer knows)."""
+        with self._lock:
+            self.reserved -= ticket.worst_usd
+            self.paid += ticket.worst_usd
+        for ledger, hid in ticket.holds:
+            ledger.settle(hid, ticket.worst_usd, run=self.label)
+
     def adopt(self, worst_usd: float, holds: list[tuple[str, str]]) -> Ticket:
         """The ticket of reservations another process made, ``(ledger path, reservation id)`` each (a
         batch it submitted and was killed waiting for), for this budget to settle."""

@@ -200,8 +200,7 @@ class BatchCollector:
                             "its reservation is kept as paid at its worst case and its requests are sent again",
                             len(stored.get("custom_ids", [])))
                 if ticket is not None:
-                    for ledger, hid in ticket.holds:
-                        ledger.settle(hid, stored.get("worst_usd", 0.0), run=budget.label)
+                    budget.settle_lost(ticket)
             elif ticket is not None:
                 budget.settle_each(ticket, [])
             path.unlink(missing_ok=True)
@@ -209,14 +208,24 @@ class BatchCollector:
         self.attached += 1
         log.warning("re-attaching to batch %s of %d requests, submitted by an earlier attempt of this run "
                     "(not paid again)", stored["batch_id"], len(stored.get("custom_ids", [])))
-        results, status = await self._collect(api, stored["batch_id"], stored.get("created", time.time()))
+        try:
+            results, status = await self._collect(api, stored["batch_id"], stored.get("created", time.time()))
+        except LLMTransportError as e:
+            if e.status_code != 404:
+                raise
+            log.warning("batch %s is unknown to %s (%s): its reservation is kept as paid at its worst case and "
+                        "its requests are sent again", stored["batch_id"], api.route.base_url, e)
+            if ticket is not None:
+                budget.settle_lost(ticket)
+            path.unlink(missing_ok=True)
+            return {}
         replies = {k: v for k, v in results.items() if isinstance(v, ChatResponse)}
         self._keep(replies)
         if ticket is not None:
             budget.settle_each(ticket, list(replies.values()))
         path.unlink(missing_ok=True)
         missing = [k for k in stored.get("custom_ids", []) if k not in results]
-        if status != "completed":
+        if status != "completed":   # expired, cancelled, failed: what came back is kept, the rest sent again
             log.warning("batch %s ended %s: %d of its requests came back; the other %d are sent again",
                         stored["batch_id"], status, len(replies), len(missing) + len(results) - len(replies))
             return replies
@@ -291,7 +300,8 @@ class BatchCollector:
                 self.client.cache.put(k, resp.to_json(), model=self.client.config.model)
 
     async def _collect(self, api: "_BatchAPI", batch_id: str, created: float) -> tuple[dict[str, Any], str]:
-        """Wait for the batch to end; its lines as {custom_id: ChatResponse or error}, and its status."""
+        """Wait for the batch to end; its lines as {custom_id: ChatResponse or error}, and its status (with
+        the provider's reasons when it did not complete)."""
         c = self.client.config
         delay = c.batch_poll_s
         while True:
@@ -311,10 +321,10 @@ class BatchCollector:
                 for raw in (await api.content(b[file_key])).splitlines():
                     if raw.strip():
                         self._line(json.loads(raw), latency, results)
-        if status == "failed" and not results:
+        if status != "completed":
             errors = (b.get("errors") or {}).get("data") or []
-            why = "; ".join(str(e.get("message", e)) for e in errors[:3]) or "no reason given"
-            raise LLMTransportError(f"{c.name}: batch {batch_id} failed: {why}")
+            why = "; ".join(str(e.get("message", e)) for e in errors[:3])
+            status += f" ({why})" if why else ""
         return results, status
 
     def _line(self, line: dict, latency: float, results: dict[str, Any]) -> None:

@@ -42,6 +42,10 @@ Before each HTTP attempt the request waits for its slot under the backbone's ``r
 (`ark.llm.pacing`, one pacer per backbone and process); before each call the cache cannot answer, a
 client given a ``budget`` (`ark.cost.cap.Budget`) asks it for room under the spending cap and pays
 the reply into its ledgers (``BudgetExhausted`` at the cap).
+With ``batch=True`` (providers openai and azure) the requests the cache cannot answer are not posted:
+the client's `ark.llm.batch.BatchCollector` (``client.batch``) sends each step's requests of all agents
+as one batch of the provider's batch API, at the batch price (``client.price`` is
+`ark.cost.prices.Price.batch` of the model's), and ``chat`` returns when that batch has come back.
 With a ``ResponseCache`` a repeated request makes no HTTP call and returns the stored reply
 (tokens, latency and all) with ``cached=True``; a request another process (or task) sharing the cache
 is buying at that moment waits for that reply (``cached=True`` too) instead of buying it again.
