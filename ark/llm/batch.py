@@ -50,9 +50,7 @@ from typing import Any
 from ark import atomic
 from ark.cost.cap import worst_case_usd
 from ark.cost.holder import file_mark
-from ark.llm.client import (RETRYABLE_STATUS, ChatResponse, ContextLengthError, LLMTransportError,
-                            MalformedReplyError, _error_message, _is_context_length, _route)
-from ark.llm.transport import HTTPReply, env_proxy, parse_body
+from ark.llm.transport import RETRYABLE_STATUS, HTTPReply, env_proxy, error_message, parse_body, retry_after_s
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +92,7 @@ class BatchCollector:
         self.live = max(0, self.live - n)
         self._maybe_flush()
 
-    async def ask(self, key: str, body: Any) -> ChatResponse:
+    async def ask(self, key: str, body: Any):
         """The reply to the chat request ``body`` (named ``key``), once its batch has come back."""
         fut = asyncio.get_running_loop().create_future()
         self._pending.setdefault(key, _Request(body)).waiters.append(fut)
@@ -129,7 +127,7 @@ class BatchCollector:
                 await asyncio.sleep(CLAIM_WAIT_S)
         except BaseException as e:   # noqa: BLE001 - every request of the batch gets the error (the cap's too)
             for req in batch.values():
-                _resolve(req.waiters, e if isinstance(e, Exception) else LLMTransportError(f"batch stopped: {e!r}"))
+                _resolve(req.waiters, e if isinstance(e, Exception) else self.client._failure(f"batch stopped: {e!r}"))
             if not isinstance(e, Exception):
                 raise
         finally:
@@ -158,9 +156,7 @@ class BatchCollector:
                 if hit is None and (cache is None or cache.claim(key)):
                     todo[key] = req
                 elif hit is not None or (hit := cache.get(key)) is not None:
-                    resp = ChatResponse.from_json(hit)
-                    resp.cached = True
-                    results[key] = resp
+                    results[key] = self.client._from_cache(hit)
             if todo:
                 chunks = _chunks(todo)
                 names = [PENDING] + [PENDING.replace(".json", f"-{i}.json") for i in range(1, len(chunks))]
@@ -210,8 +206,8 @@ class BatchCollector:
                     "(not paid again)", stored["batch_id"], len(stored.get("custom_ids", [])))
         try:
             results, status = await self._collect(api, stored["batch_id"], stored.get("created", time.time()))
-        except LLMTransportError as e:
-            if e.status_code != 404:
+        except Exception as e:   # noqa: BLE001 - only a batch the provider does not know is dropped
+            if getattr(e, "status_code", None) != 404:
                 raise
             log.warning("batch %s is unknown to %s (%s): its reservation is kept as paid at its worst case and "
                         "its requests are sent again", stored["batch_id"], api.route.base_url, e)
@@ -219,7 +215,7 @@ class BatchCollector:
                 budget.settle_lost(ticket)
             path.unlink(missing_ok=True)
             return {}
-        replies = {k: v for k, v in results.items() if isinstance(v, ChatResponse)}
+        replies = {k: v for k, v in results.items() if not isinstance(v, Exception)}
         self._keep(replies)
         if ticket is not None:
             budget.settle_each(ticket, list(replies.values()))
@@ -280,21 +276,21 @@ class BatchCollector:
                 if cache is not None:
                     cache.release(k)
             raise
-        replies = {k: v for k, v in results.items() if isinstance(v, ChatResponse)}
+        replies = {k: v for k, v in results.items() if not isinstance(v, Exception)}
         self._keep(replies)
         for k in keys:
             if k not in replies and cache is not None:
                 cache.release(k)
             if k not in results:
-                results[k] = LLMTransportError(f"{client.config.name}: batch {record['batch_id']} ended {status} "
-                                               "without this request's reply")
+                results[k] = client._failure(f"batch {record['batch_id']} ended {status} without this "
+                                             "request's reply")
         if ticket is not None:
             budget.settle_each(ticket, list(replies.values()))
         if pending is not None:
             pending.unlink(missing_ok=True)
         return results
 
-    def _keep(self, replies: dict[str, ChatResponse]) -> None:
+    def _keep(self, replies: dict) -> None:
         if self.client.cache is not None:
             for k, resp in replies.items():
                 self.client.cache.put(k, resp.to_json(), model=self.client.config.model)
@@ -328,25 +324,11 @@ class BatchCollector:
         return results, status
 
     def _line(self, line: dict, latency: float, results: dict[str, Any]) -> None:
-        key = line.get("custom_id")
         response = line.get("response") or {}
-        status = int(response.get("status_code") or 0)
         body = response.get("body")
-        name = self.client.config.name
-        if status == 200:
-            try:
-                results[key] = self.client._parse(body, latency, 1)
-            except MalformedReplyError as e:
-                results[key] = e
-            return
-        err = line.get("error") or {}
-        reply = HTTPReply(status or 400, {}, body if body is not None else {"error": err})
-        msg = _error_message(reply) if body is not None or err else "no reply"
-        if _is_context_length(reply):
-            results[key] = ContextLengthError(f"{name}: HTTP {reply.status}: {msg}")
-        else:
-            results[key] = LLMTransportError(f"{name}: batch line: HTTP {status or '-'}: {msg}",
-                                             status_code=status or None)
+        if body is None:   # no reply at all: the line's error says why (expired, ...)
+            body = {"error": line.get("error") or {"message": "no reply"}}
+        results[line.get("custom_id")] = self.client._line_reply(int(response.get("status_code") or 0), body, latency)
 
 
 def _chunks(todo: dict[str, _Request]) -> list[dict[str, _Request]]:
@@ -371,15 +353,15 @@ def _resolve(waiters: list, result: Any) -> None:
         if isinstance(result, BaseException):
             fut.set_exception(result)
         else:
-            fut.set_result(result if i == 0 else ChatResponse.from_json(result.to_json()))
+            fut.set_result(result if i == 0 else type(result).from_json(result.to_json()))
 
 
 class _BatchAPI:
     """The files and batches endpoints of the backbone's account, with the client's retries."""
 
     def __init__(self, session, client):
-        self.session, self.config = session, client.config
-        self.route = _route(client.config)
+        self.session, self.client, self.config = session, client, client.config
+        self.route = client._route
 
     async def upload(self, jsonl: bytes) -> str:
         import aiohttp
@@ -418,15 +400,14 @@ class _BatchAPI:
                     if 200 <= resp.status < 300:
                         return data if raw else parse_body(data)
                     reply = HTTPReply(resp.status, resp.headers, parse_body(data))
-                    reason = f"HTTP {resp.status}: {_error_message(reply)}"
+                    reason = f"HTTP {resp.status}: {error_message(reply)}"
                     if resp.status not in RETRYABLE_STATUS:
-                        raise LLMTransportError(f"{c.name}: {method} {path}: {reason}", status_code=resp.status)
-                    from ark.llm.transport import retry_after_s
+                        raise self.client._failure(f"{method} {path}: {reason}", resp.status)
                     wait = retry_after_s(resp.headers)
             except (aiohttp.ClientError, asyncio.TimeoutError) as e:
                 reason = f"{type(e).__name__}: {e}"
             if attempt > c.max_retries:
-                raise LLMTransportError(f"{c.name}: {method} {path}: {reason} (gave up after {attempt} attempts)")
+                raise self.client._failure(f"{method} {path}: {reason} (gave up after {attempt} attempts)")
             delay = wait if wait is not None else min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1)) \
                 * random.uniform(0.5, 1.0)
             log.warning("%s: %s %s: %s; retry %d/%d in %.2fs", c.name, method, path, reason, attempt,

@@ -70,9 +70,10 @@ from ark.cost.tokens import canonical
 from ark.llm import pacing
 from ark.llm.cache import ResponseCache, cache_key
 from ark.llm.replicas import transport_for, urls_of
-from ark.llm.transport import (EMBEDDINGS_PATH, OPENAI_BASE_URL, TRANSPORTS, EncodedBody, HTTPReply, Route,
-                               TransportConnectionError, TransportTimeout, encoded_chat_body, make_transport,
+from ark.llm.transport import (EMBEDDINGS_PATH, OPENAI_BASE_URL, RETRYABLE_STATUS, TRANSPORTS, EncodedBody, HTTPReply,
+                               Route, TransportConnectionError, TransportTimeout, encoded_chat_body, make_transport,
                                retry_after_s)
+from ark.llm.transport import error_message as _error_message
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -83,7 +84,6 @@ BATCH_WINDOWS = ("24h",)                # the completion windows the batch APIs 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
 TOOL_CHOICES = ("required", "auto", "none")
 CLAIM_WAIT_S = 0.05   # how often a call waiting for a reply another process is buying looks for it
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 _CONTEXT_RE = re.compile(
     r"context[_ ]length|maximum context|context window|maximum model length|"
     r"too many tokens|prompt is too long|exceeds? (the )?(model'?s? )?(max|context)",
@@ -390,18 +390,6 @@ def _read_env(var: str, what: str, provider: str) -> str:
     return value
 
 
-def _error_message(reply: HTTPReply) -> str:
-    body = reply.body
-    if isinstance(body, Mapping):
-        err = body.get("error", body)
-        if isinstance(err, Mapping) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-        return json.dumps(body)[:500]
-    return str(body)[:500] or f"HTTP {reply.status}"
-
-
 def _is_context_length(reply: HTTPReply) -> bool:
     if reply.status not in (400, 413, 422):
         return False
@@ -568,9 +556,7 @@ class LLMClient:
                 hit = await self._claim(key)   # None: this process buys the reply (a batch claims its own)
             if hit is not None:
                 self.stats.cache_hits += 1
-                resp = ChatResponse.from_json(hit)
-                resp.cached = True
-                return resp
+                return self._from_cache(hit)
         if self.batch is not None:   # the step's batch: claimed, reserved, cached and paid there
             resp = await self.batch.ask(key, self._body(messages, tools, params, encoded))
             self._count(resp)
@@ -594,6 +580,31 @@ class LLMClient:
                 self.cache.release(key)
         self._count(resp)
         return resp
+
+    def _from_cache(self, hit: Mapping[str, Any]) -> ChatResponse:
+        """A reply the cache holds, marked as replayed."""
+        resp = ChatResponse.from_json(hit)
+        resp.cached = True
+        return resp
+
+    def _line_reply(self, status: int, body: Any, latency_s: float) -> ChatResponse | LLMError:
+        """A reply that came back in a batch (`ark.llm.batch`), as an online call of this client ends: its
+        ChatResponse, or the error it would raise (returned, not raised)."""
+        if status == 200:
+            try:
+                return self._parse(body, latency_s, 1)
+            except MalformedReplyError as e:
+                return e
+        reply = HTTPReply(status or 400, {}, body)
+        msg = _error_message(reply)
+        if _is_context_length(reply):
+            return ContextLengthError(f"{self.config.name}: HTTP {reply.status}: {msg}")
+        return LLMTransportError(f"{self.config.name}: batch line: HTTP {status or '-'}: {msg}",
+                                 status_code=status or None)
+
+    def _failure(self, message: str, status_code: int | None = None) -> LLMTransportError:
+        """The error of a call this client could not complete (a batch API call among them)."""
+        return LLMTransportError(f"{self.config.name}: {message}", status_code=status_code)
 
     def _count(self, resp: ChatResponse) -> None:
         """A bought reply into the client's counters."""

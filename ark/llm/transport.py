@@ -69,6 +69,22 @@ def encoded_chat_body(body: dict, messages_json: str | None = None, tools_json: 
     return out
 
 
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})   # worth a retry
+
+
+def error_message(reply: "HTTPReply") -> str:
+    """What an error reply says: OpenAI's ``error.message``, or the start of its body."""
+    body = reply.body
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        return json.dumps(body)[:500]
+    return str(body)[:500] or f"HTTP {reply.status}"
+
+
 class TransportTimeout(Exception):
     """No complete reply within the timeout."""
 
