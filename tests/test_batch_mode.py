@@ -263,3 +263,35 @@ def test_a_failed_batch_line_ends_that_trajectory_as_a_failed_online_call_does(k
         errors = [a["error"] for r in records[mode] for a in r["agents"] if a["error"]]
         assert len(errors) == 3 and all(e.startswith("LLMTransportError") and "HTTP 400" in e for e in errors)
     assert [r["ranking"] for r in records["batch"]] == [r["ranking"] for r in records["online"]]
+
+
+def test_one_batch_for_the_agents_waiting_one_line_per_distinct_request_none_for_the_cache(key, tmp_path):
+    """The client in batch mode: three registered agents ask, two of them the same request; one batch of
+    two lines goes out once all three wait, and the two get the same reply; asked again, the cache answers
+    and no batch is sent."""
+    import asyncio
+
+    from ark.llm.client import BackboneConfig, LLMClient
+    from tests.helpers.scripted_server import text_reply
+
+    def echo(request: dict):
+        return text_reply("re: " + request["messages"][-1]["content"])
+
+    with ScriptedServer(responder=echo) as server:
+        config = BackboneConfig(name="gpt-4.1", model="gpt-4.1", provider="openai", base_url=server.base_url,
+                                batch=True, batch_poll_s=0.01)
+        client = LLMClient(config, cache=tmp_path / "llm.sqlite", batch_dir=tmp_path / "batch")
+        ask = [{"role": "user", "content": "a"}]
+        other = [{"role": "user", "content": "b"}]
+
+        async def step():
+            client.batch.register(3)
+            return await asyncio.gather(client.chat(ask, []), client.chat(ask, []), client.chat(other, [], agent_index=1))
+
+        first, same, second = asyncio.run(step())
+        assert len(server.batches) == 1 and [len(x) for x in _batch_ids(server)] == [2]
+        assert first.content == same.content == "re: a" and second.content == "re: b"
+        assert not first.cached and first.cost_usd == pytest.approx(PRICES["gpt-4.1"].batch().cost(10, 5))
+        client.batch.unregister(3)
+        again = asyncio.run(client.chat(ask, []))
+        assert again.cached and again.content == "re: a" and len(server.batches) == 1 and server.calls == 2

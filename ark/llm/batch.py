@@ -95,9 +95,17 @@ class BatchCollector:
     async def ask(self, key: str, body: Any):
         """The reply to the chat request ``body`` (named ``key``), once its batch has come back."""
         fut = asyncio.get_running_loop().create_future()
-        self._pending.setdefault(key, _Request(body)).waiters.append(fut)
+        req = self._pending.setdefault(key, _Request(body))
+        req.waiters.append(fut)
         self._maybe_flush()
-        return await fut
+        try:
+            return await fut
+        except asyncio.CancelledError:   # the agent was cancelled: a request nobody waits for is not sent
+            if fut in req.waiters:
+                req.waiters.remove(fut)
+            if not req.waiters and self._pending.get(key) is req:
+                del self._pending[key]
+            raise
 
     def _waiting(self) -> int:
         return sum(len(r.waiters) for r in self._pending.values())
