@@ -29,6 +29,7 @@ cached input is billed at the input rate, the upper bound).
     from ark.cost.prices import estimate_cost
     estimate_cost("gpt-4.1", prompt_tokens=12_000, completion_tokens=800)   # -> 0.0304
     estimate_cost("gpt-4.1", 12_000, 800, cached_tokens=10_240)             # -> 0.01504
+    PRICES["gpt-4.1"].batch()                                               # -> Price(1.0, 4.0, 0.25)
 
 Every amount of US$ ARK prints is written by `money`: cents, and as many more digits as an amount under
 a dollar needs to show two significant ones, so a cap of $0.0001 does not print as $0.00.
