@@ -160,8 +160,9 @@ def table1(per_query_gpt41: float, stats: dict) -> None:
     (``per_query_gpt41``); with observations twice as long as the demo's (STaRK's longer documents fill the
     160-character snippets); and in the worst case of those settings. Each at the standard price, at
     the expected price with the cached share of the prompt's structure (`TokenModel.cached_tokens`) at the
-    cached-input rate, and at the batch API's price of both (`ark.cost.prices.Price.batch`). The token model is the same for every graph (the demo's trajectories), so a graph's
-    cost is its query count times the cost of a query."""
+    cached-input rate, and at the batch API's price of both (`ark.cost.prices.Price.batch`). The token
+    model is the same for every graph (the demo's trajectories), so a graph's cost is its query count
+    times the cost of a query."""
     from ark.cost.forecast import TokenModel
     from ark.cost.prices import BATCH_DISCOUNT, BATCH_PRICES_AS_OF, CACHED_PRICES_AS_OF, PRICES, PRICES_AS_OF
 

@@ -286,7 +286,8 @@ def test_one_batch_for_the_agents_waiting_one_line_per_distinct_request_none_for
 
         async def step():
             client.batch.register(3)
-            return await asyncio.gather(client.chat(ask, []), client.chat(ask, []), client.chat(other, [], agent_index=1))
+            return await asyncio.gather(client.chat(ask, []), client.chat(ask, []),
+                                        client.chat(other, [], agent_index=1))
 
         first, same, second = asyncio.run(step())
         assert len(server.batches) == 1 and [len(x) for x in _batch_ids(server)] == [2]

@@ -616,7 +616,8 @@ class ScriptedServer:
         fid = request.get("input_file_id")
         if fid not in self.files:
             return 404, {"error": {"message": f"no file {fid!r}"}}
-        if request.get("completion_window") != "24h" or not str(request.get("endpoint", "")).endswith("/chat/completions"):
+        endpoint = str(request.get("endpoint", ""))
+        if request.get("completion_window") != "24h" or not endpoint.endswith("/chat/completions"):
             return 400, {"error": {"message": "endpoint must be chat completions and completion_window 24h"}}
         lines = [json.loads(x) for x in self.files[fid].splitlines() if x.strip()]
         with self._lock:
