@@ -35,7 +35,9 @@ Who handles what:
 
 `ARKRetriever` runs n agents per query concurrently under one `asyncio.Semaphore` that all queries of a
 run share; a slot is one running agent, so at most `AgentConfig.concurrency` LLM requests are in flight. The fused ranking
-follows `ark.fusion.fuse`.
+follows `ark.fusion.fuse`. With a backbone in batch mode (`ark.llm.batch`) there is no semaphore: every
+agent of the queries in flight runs, and each step's requests of them all go out as one batch (the
+retriever tells the client's collector which agents run).
 
     retriever = ARKRetriever(llm, ToolSet(graph, index, ToolConfig()), graph, AgentConfig(n_agents=3))
     retrieval = asyncio.run(retriever.aretrieve("Which drugs target KCNH2?", query_id=7))
@@ -331,11 +333,20 @@ class ARKRetriever:
         return self._own_semaphore[1]
 
     async def _run_agent(self, query: str, query_id: int | str, i: int) -> Trajectory:
+        collector = getattr(self.llm, "batch", None)
+        if collector is not None:   # batch mode: no slot to wait for; the step's batch waits for this agent
+            try:
+                return await self.agent.run(query, query_id, agent_index=i)
+            finally:
+                collector.unregister()
         async with self.semaphore():
             return await self.agent.run(query, query_id, agent_index=i)
 
     async def aretrieve(self, query: str, query_id: int | str = "") -> Retrieval:
         """Run the n agents concurrently and fuse their lists."""
+        collector = getattr(self.llm, "batch", None)
+        if collector is not None:   # counted before any of them runs: the step's batch waits for each
+            collector.register(self.config.n_agents)
         trajs = await asyncio.gather(*(self._run_agent(query, query_id, i) for i in range(self.config.n_agents)))
         trajs = list(trajs)
         agent_rankings = [list(t.selected) for t in trajs]

@@ -23,8 +23,8 @@ client sends), which the run is billed for at the cached-input rate. Reported:
     that model and the run's settings' worst case say per query;
   - the share of input tokens the provider served from its prompt cache, measured and as the token model
     predicts it from the prompt's structure (`TokenModel.cached_tokens`);
-  - Table 1's estimate (two ARK rows, three test splits) at the standard price and at the expected price
-    with cached input.
+  - Table 1's estimate (two ARK rows, three test splits) at the standard price, at the expected price
+    with cached input, and at the batch API's price (``backbone.batch=true``) of each.
 """
 
 from __future__ import annotations
@@ -158,12 +158,13 @@ def table1(per_query_gpt41: float, stats: dict) -> None:
     """What Table 1's ARK rows (GPT-4.1 and GPT-4o, n = 3, T_max = 20, on the three test splits) would cost,
     per graph and backbone: at this run's measured cost per query at the full input rate
     (``per_query_gpt41``); with observations twice as long as the demo's (STaRK's longer documents fill the
-    160-character snippets); and in the worst case of those settings. Each at the standard price and at
+    160-character snippets); and in the worst case of those settings. Each at the standard price, at
     the expected price with the cached share of the prompt's structure (`TokenModel.cached_tokens`) at the
-    cached-input rate. The token model is the same for every graph (the demo's trajectories), so a graph's
-    cost is its query count times the cost of a query."""
+    cached-input rate, and at the batch API's price of both (`ark.cost.prices.Price.batch`). The token
+    model is the same for every graph (the demo's trajectories), so a graph's cost is its query count
+    times the cost of a query."""
     from ark.cost.forecast import TokenModel
-    from ark.cost.prices import CACHED_PRICES_AS_OF, PRICES, PRICES_AS_OF
+    from ark.cost.prices import BATCH_DISCOUNT, BATCH_PRICES_AS_OF, CACHED_PRICES_AS_OF, PRICES, PRICES_AS_OF
 
     measured = measured_model(stats)
     longer = TokenModel(**{**measured.__dict__, "observation_tokens": 2 * measured.observation_tokens})
@@ -174,19 +175,24 @@ def table1(per_query_gpt41: float, stats: dict) -> None:
     cases = (("measured cost per query", measured, scale), ("observations twice as long", longer, scale),
              ("worst case (20 steps, full budgets)", worst, 1.0))
     n = sum(PAPER_TEST_QUERIES.values())
-    for cached in (False, True):
-        print(f"\nTable 1 estimate, ARK t20_n3 on the paper's test splits, US$ at ark/cost/prices.py's prices of "
-              + (f"{PRICES_AS_OF} (standard: every input token at the full rate):" if not cached else
-                 f"{CACHED_PRICES_AS_OF} with cached input (expected: the prompt structure's cached share at the "
-                 "cached-input rate):"))
+    bases = ((False, False, f"{PRICES_AS_OF} (standard: every input token at the full rate):"),
+             (True, False, f"{CACHED_PRICES_AS_OF} with cached input (expected: the prompt structure's cached share "
+                           "at the cached-input rate):"),
+             (False, True, f"{BATCH_PRICES_AS_OF}, batch API (backbone.batch=true: every rate at "
+                           f"{BATCH_DISCOUNT:.0%}, every input token at the full batch rate):"),
+             (True, True, f"{BATCH_PRICES_AS_OF}, batch API with cached input (the cached share at the batch "
+                          "cached-input rate):"))
+    for cached, batch, said in bases:
+        p41, p4o = (g41.batch(), g4o.batch()) if batch else (g41, g4o)
+        print("\nTable 1 estimate, ARK t20_n3 on the paper's test splits, US$ at ark/cost/prices.py's prices of "
+              + said)
         print(f"{'':36} {'graph':>7} {'queries':>8} {'GPT-4.1':>10} {'GPT-4o':>10} {'both':>10}")
         for name, model, k in cases:
-            q41, q4o = k * model.query(3, g41, cached).usd, k * model.query(3, g4o, cached).usd
+            q41, q4o = k * model.query(3, p41, cached).usd, k * model.query(3, p4o, cached).usd
             for graph, q in (*PAPER_TEST_QUERIES.items(), ("total", n)):
                 a, b = q * q41, q * q4o
                 print(f"{name if graph == 'amazon' else '':36} {graph:>7} {q:8,} {a:10,.0f} {b:10,.0f} "
                       f"{a + b:10,.0f}" + (f"   (${q41:.4f} / ${q4o:.4f} per query)" if graph == "total" else ""))
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -42,7 +42,7 @@ from ark.llm.local_server import serving
 from ark.report import comparison
 from ark.run import runner, shards
 from ark.run.logger import redact
-from ark.run.rundir import RunDir, RunDirInUse, run_lock
+from ark.run.rundir import BATCH_DIR, RunDir, RunDirInUse, run_lock
 from ark.run.settings import RunSettings
 from ark.run.summary import INCOMPLETE_EXIT
 
@@ -109,11 +109,17 @@ def _run_locked(cfg: DictConfig, info: dict[str, Any], out: Path, source, refere
     atomic.write_json(Path(cfg.out_dir) / "run.json", info, indent=1)
 
     budget = spend_plan.budget(out) if spend_plan is not None else None
-    retriever = instantiate(cfg.retriever.build)(graph=graph, **({"budget": budget} if budget is not None else {}))
+    batch = info["retriever"] == "ark" and bool(cfg.backbone.get("batch", False))
+    kw = {"budget": budget} if budget is not None else {}
+    if batch:   # where the pending batch is kept (ark.llm.batch)
+        kw["batch_dir"] = str(out / BATCH_DIR)
+    retriever = instantiate(cfg.retriever.build)(graph=graph, **kw)
     logger = instantiate(cfg.logger)
     extra = {k: v for k, v in info.items() if k not in ("identity", DATA_FILES)}
     settings = RunSettings(
-        out_dir=out, concurrency=cfg.concurrency, top=cfg.retriever.top,
+        # batch mode: every query at once, so that each step of all their agents is one batch
+        out_dir=out, concurrency=max(cfg.concurrency, len(queries)) if batch else cfg.concurrency,
+        top=cfg.retriever.top,
         metrics_mode=cfg.metrics_mode, torchmetrics=str(cfg.torchmetrics), cut=cfg.cut,
         count_failed_as_miss=cfg.count_failed_as_miss, n_boot=cfg.n_boot,
         seed=cfg.seed, progress=cfg.progress, extra={**extra, "shard": cfg.get("shard"), "limit": cfg.limit},

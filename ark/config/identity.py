@@ -57,7 +57,9 @@ NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progr
                 "encoder.encoder.batch_size", "encoder.encoder.threads",
                 # spending: how much may be spent and how fast, never what a reply says (ark.config.plan)
                 "estimate", "pilot", "estimate_queries", "confirm_usd", "yes", "max_cost_usd", "sweep_ledger",
-                "run_dir_suffix", "backbone.rpm", "backbone.tpm", "backbone.price")
+                "run_dir_suffix", "backbone.rpm", "backbone.tpm", "backbone.price",
+                # batch mode: the same requests, replies and records, sent another way at another price
+                "backbone.batch", "backbone.batch_poll_s", "backbone.batch_window")
 ARK_ONLY = ("backbone", "budget", "ablation")
 TARGET = "_target_"   # Hydra's class import path: not a setting
 DATA_KEYS = ("data.graph", "data.queries")   # the identity's data fingerprints (`data_identity`)

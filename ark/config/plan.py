@@ -46,7 +46,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from ark.cost import forecast as fc
 from ark.cost.cap import Budget
 from ark.cost.ledger import RUN_LEDGER, Ledger
-from ark.cost.prices import PRICES_AS_OF, Price, money, resolve_price
+from ark.cost.prices import BATCH_DISCOUNT, PRICES_AS_OF, Price, money, resolve_price
 from ark.run import measured, shards
 
 PAID_PROVIDERS = ("openai", "azure")
@@ -57,7 +57,8 @@ def price_of(cfg: DictConfig) -> Price | None:
     if cfg.retriever.name != "ark":
         return None
     b = instantiate(cfg.backbone)
-    return resolve_price(b.provider, b.model, b.name, b.prices)
+    price = resolve_price(b.provider, b.model, b.name, b.prices)
+    return price.batch() if b.batch else price
 
 
 def is_paid(cfg: DictConfig) -> bool:
@@ -154,13 +155,24 @@ def at_risk(forecast: Sequence[fc.Forecast], cap: float | None) -> float:
     return min(amount, cap) if cap is not None else amount
 
 
+def batch_note(cfg: DictConfig) -> str:
+    """What batch mode changes in a forecast (empty when it is off)."""
+    if not OmegaConf.select(cfg, "backbone.batch", default=False):
+        return ""
+    return (f"; batch mode: the batch price, {BATCH_DISCOUNT:.0%} of every standard rate (ark/cost/prices.py, "
+            "Price.batch), and each of the run's steps is one batch that may take up to "
+            f"{str(OmegaConf.select(cfg, 'backbone.batch_window', default='24h')).replace('h', ' h')} to come back, "
+            "so the run may take hours (a killed run re-attaches to its batch when rerun)")
+
+
 def header(cfg: DictConfig) -> str:
     no_discount = ("; constrain_ids changes the tool schemas at every step, which breaks the prompt's shared "
                    "prefix: these runs are billed without the cached-input discount"
                    if OmegaConf.select(cfg, "budget.agent.constrain_ids", default=False) else "")
     return (f"forecast (US$ at ark/cost/prices.py's prices of {PRICES_AS_OF}; 95% intervals from the "
             "bootstrap of per query cost, cached input billed as the measured queries were; 'at full rate': "
-            f"every input token at the full price; worst case where nothing is measured{no_discount}):")
+            f"every input token at the full price; worst case where nothing is measured{no_discount}"
+            f"{batch_note(cfg)}):")
 
 
 def one_line(f: fc.Forecast) -> str:
@@ -229,7 +241,8 @@ def prepare(cfg: DictConfig, source=None, identity: dict | None = None) -> Plan 
     if forecast is None:
         (f,) = forecasts([point(cfg, source, identity)])
         print(f"{point_name(cfg)}: {one_line(f)}" + (f"; capped at ${money(cfg.max_cost_usd)}"
-                                                      if cfg.max_cost_usd is not None else ""), flush=True)
+                                                      if cfg.max_cost_usd is not None else "") + batch_note(cfg),
+              flush=True)
         confirm(at_risk([f], cfg.max_cost_usd), cfg, f"this run ({point_name(cfg)})")
         forecast = f.as_summary()
     return Plan(cfg.max_cost_usd, forecast, cfg.get("sweep_ledger"), f"{cfg.graph.name}/{cfg.run_dir_name}")

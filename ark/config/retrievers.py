@@ -16,12 +16,13 @@ from pathlib import Path
 
 
 def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index_cache: str | None = None,
-              search=None, budget=None):
+              search=None, budget=None, batch_dir: str | None = None):
     """ARKRetriever over ``graph``: BM25 index (cached under ``index_cache``, by default inside the graph's
     own cache folder; built in memory for a graph without one), tool set, LLM client (with response cache).
     ``search``: an `ark.search.modes.SearchSetup` (conf/search/); None is the paper's lexical search (node
     embeddings, for dense or hybrid, are cached beside the BM25 index). ``budget``: the
-    `ark.cost.cap.Budget` the LLM client spends under (a paid run's cap and ledgers)."""
+    `ark.cost.cap.Budget` the LLM client spends under (a paid run's cap and ledgers). ``batch_dir``: where a
+    backbone in batch mode keeps the batch it waits for (`ark.llm.batch`; the run directory's ``batch/``)."""
     from ark.agent import ARKRetriever
     from ark.llm.client import LLMClient
     from ark.search.bm25 import load_index
@@ -35,7 +36,7 @@ def build_ark(graph, backbone, agent, tools, llm_cache: str | None = None, index
         index = BM25Index.build(graph.texts())
     if llm_cache:
         Path(llm_cache).parent.mkdir(parents=True, exist_ok=True)
-    llm = LLMClient(backbone, cache=llm_cache, budget=budget)
+    llm = LLMClient(backbone, cache=llm_cache, budget=budget, batch_dir=batch_dir)
     global_search = search.build(graph, index, index_cache) if search is not None else None
     toolset = ToolSet(graph, index, tools, search=global_search)
     toolset.warm_up()   # numba's first-call set-up, while the agents wait for their first LLM reply

@@ -23,6 +23,10 @@ made, so no reply is paid twice.
     budget = Budget(cap_usd=5.0, run=Ledger(run_dir / RUN_LEDGER), label="prime/ark-gpt-4.1-t20_n3-full")
     ticket = await budget.reserve(client.price, messages, tools, max_tokens=1024)   # BudgetExhausted at the cap
     budget.settle(ticket, response)                                         # into the ledgers
+
+A batch (`ark.llm.batch`) is reserved whole, its worst case in one reservation held by its pending file
+(`reserve_usd` with ``by``), and settled with each of its replies (`settle_each`); a run that re-attaches
+to a batch a killed process submitted settles that process's reservation (`adopt`).
 """
 
 from __future__ import annotations
@@ -96,7 +100,7 @@ class Budget:
                 f"${money(self.spent())}); no new LLM call starts. Rerun with a higher max_cost_usd to go on "
                 "(the LLM cache answers every call already paid for)")
 
-    def _hold(self, worst: float) -> Ticket | None:
+    def _hold(self, worst: float, by: str | None = None) -> Ticket | None:
         """The call's reservation in every ledger, the capped one checked against the cap; None when it
         does not fit there."""
         if self.capped is None:
@@ -104,10 +108,10 @@ class Budget:
                 return None
             self.reserved += worst
             return Ticket(worst)
-        first = self.capped.hold(worst, self.label, self.cap_usd)
+        first = self.capped.hold(worst, self.label, self.cap_usd, by=by)
         if first is None:
             return None
-        holds = [(self.capped, first)] + [(x, x.hold(worst, self.label)) for x in self.ledgers[1:]]
+        holds = [(self.capped, first)] + [(x, x.hold(worst, self.label, by=by)) for x in self.ledgers[1:]]
         self.reserved += worst
         return Ticket(worst, holds)
 
@@ -123,13 +127,17 @@ class Budget:
         """Room for one call: at once when its worst case fits under the cap beside the calls in flight,
         after some of them have finished when it would fit without them, else `BudgetExhausted` (and the
         budget stays exhausted: no call starts after it). ``chars``: as in `worst_case_usd`."""
-        worst = worst_case_usd(price, messages, tools, max_tokens, chars)
+        return await self.reserve_usd(worst_case_usd(price, messages, tools, max_tokens, chars))
+
+    async def reserve_usd(self, worst: float, by: str | None = None) -> Ticket:
+        """Room for calls whose worst case is ``worst`` US$ in all (a batch's), as `reserve`; ``by``: who
+        holds the reservation (`ark.cost.holder`; default this process)."""
         if self.guard is not None and self.guard():
             raise BudgetExhausted("this process may spend no more: the sweep that started it has ended")
         while True:
             with self._lock:
                 if not self.exhausted:
-                    ticket = self._hold(worst)
+                    ticket = self._hold(worst, by)
                     if ticket is not None:
                         return ticket
                     if not self._room_may_free():
@@ -152,3 +160,31 @@ class Budget:
         for ledger, hid in ticket.holds:
             ledger.settle(hid, usd, pt, ct, self.label, paid=paid,
                           cached=getattr(response, "cached_tokens", 0) if paid else 0)
+
+    def settle_each(self, ticket: Ticket, responses: list) -> None:
+        """Close a batch's reservation with its replies (each at its cost; none: it failed)."""
+        replies = [(r.cost_usd, r.prompt_tokens, r.completion_tokens, r.cached_tokens) for r in responses]
+        with self._lock:
+            self.reserved -= ticket.worst_usd
+            self.paid += sum(r[0] for r in replies)
+        for ledger, hid in ticket.holds:
+            ledger.settle_each(hid, replies, self.label)
+
+    def settle_lost(self, ticket: Ticket) -> None:
+        """Close a reservation as paid at its worst case: whether the provider billed its calls cannot be
+        known (a batch that may have been made just before a kill, or that the provider no longer knows)."""
+        with self._lock:
+            self.reserved -= ticket.worst_usd
+            self.paid += ticket.worst_usd
+        for ledger, hid in ticket.holds:
+            ledger.settle(hid, ticket.worst_usd, run=self.label)
+
+    def adopt(self, worst_usd: float, holds: list[tuple[str, str]]) -> Ticket:
+        """The ticket of reservations another process made, ``(ledger path, reservation id)`` each (a
+        batch it submitted and was killed waiting for), for this budget to settle."""
+        from pathlib import Path
+
+        mine = {Path(x.path).resolve(): x for x in self.ledgers}
+        with self._lock:
+            self.reserved += worst_usd
+        return Ticket(worst_usd, [(mine.get(Path(path).resolve()) or Ledger(path), hid) for path, hid in holds])

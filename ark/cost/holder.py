@@ -5,10 +5,14 @@ A reservation or claim left by a process that was killed (kill -9, a parent's de
 by it: whoever finds it asks `alive` and, for a dead holder, settles it (a reservation counts as paid at
 its worst case) or takes it over (a claim). The start time tells a pid the kernel gave again to another
 process from the one that held it. A holder on another host cannot be asked: it counts as alive until
-`STALE_S` seconds after its mark.
+`STALE_S` seconds after its mark. A reservation may instead be held by a file (``file:<path>``, `file_mark`):
+it lives as long as that file does, whichever process is running (a batch submitted to a provider's
+batch API, `ark.llm.batch`, stays paid for while its process is gone; the run that re-attaches to it
+settles its reservation).
 
     me = holder.me()                  # "host:pid:start"
     holder.alive(mark, since=t)       # False once that process has ended
+    holder.alive(holder.file_mark(p)) # True while the file p exists
 """
 
 from __future__ import annotations
@@ -45,9 +49,19 @@ def me() -> str:
     return _ME[1]
 
 
+FILE_MARK = "file:"
+
+
+def file_mark(path) -> str:
+    """The mark of a holder that is a file: alive while the file exists."""
+    return FILE_MARK + os.path.abspath(str(path))
+
+
 def alive(mark: str, since: float | None = None) -> bool:
-    """Whether the process ``mark`` names still runs; one on another host is taken to run until
-    `STALE_S` after ``since`` (its mark's time)."""
+    """Whether the process ``mark`` names still runs (a `file_mark`: whether its file exists); one on
+    another host is taken to run until `STALE_S` after ``since`` (its mark's time)."""
+    if mark.startswith(FILE_MARK):
+        return os.path.exists(mark[len(FILE_MARK):])
     try:
         host, pid_s, start = mark.rsplit(":", 2)
         pid = int(pid_s)

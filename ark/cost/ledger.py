@@ -125,11 +125,12 @@ class Ledger:
         self._append([{"t": round(time.time(), 3), "usd": usd, "prompt": prompt, "completion": completion,
                        "run": run, "cached": cached}])
 
-    def hold(self, worst_usd: float, run: str = "", cap: float | None = None) -> str | None:
+    def hold(self, worst_usd: float, run: str = "", cap: float | None = None, by: str | None = None) -> str | None:
         """Reserve ``worst_usd`` for a call about to be sent and return the reservation's id; None (nothing
-        written) when ``cap`` is set and `committed` plus ``worst_usd`` would pass it."""
+        written) when ``cap`` is set and `committed` plus ``worst_usd`` would pass it. ``by``: who holds it
+        (`ark.cost.holder`; default this process)."""
         hid = f"{os.getpid()}.{next(_ids)}.{time.monotonic_ns() % 10**9}"
-        line = {"t": round(time.time(), 3), "hold": hid, "worst": worst_usd, "by": holder.me(), "run": run}
+        line = {"t": round(time.time(), 3), "hold": hid, "worst": worst_usd, "by": by or holder.me(), "run": run}
         fits = None if cap is None else (lambda: self._usd + self._in_flight() + worst_usd <= cap + 1e-12)
         return hid if self._append([line], fits) else None
 
@@ -142,6 +143,17 @@ class Ledger:
         if not paid:
             line["failed"] = True
         self._append([line])
+
+    def settle_each(self, hold_id: str, replies: list[tuple[float, int, int, int]], run: str = "") -> None:
+        """Close the reservation ``hold_id`` of several calls (a batch) with what they cost, ``(usd, prompt,
+        completion, cached)`` per reply: one settlement of their sums that counts ``calls`` payments, so a
+        second settlement of the same reservation (a rerun that re-attached to the batch) counts nothing;
+        no reply at all settles it as failed."""
+        if not replies:
+            return self.settle(hold_id, 0.0, run=run, paid=False)
+        usd, prompt, completion, cached = (sum(r[i] for r in replies) for i in range(4))
+        self._append([{"t": round(time.time(), 3), "settles": hold_id, "usd": usd, "prompt": prompt,
+                       "completion": completion, "run": run, "cached": cached, "calls": len(replies)}])
 
     def reconcile(self) -> tuple[int, bool]:
         """Settle the reservations of processes that ended without settling them, each as paid at its
@@ -208,7 +220,7 @@ class Ledger:
             if line.get("failed"):
                 return   # a call that failed: nothing billed
         self._usd += usd
-        self._calls += 1
+        self._calls += int(line.get("calls", 1))
 
     def total(self) -> float:
         """US$ paid so far (settled), every writer included."""

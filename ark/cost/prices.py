@@ -13,6 +13,13 @@ GPT-4o mini pricing ..."; cloudprice.net, 2026-06-20): a quarter of the input ra
 family, half for the GPT-4o family. OpenAI caches a prompt's longest prefix, in steps of 128 tokens,
 that an earlier request sent identically, for prompts of 1,024 tokens or more (OpenAI Cookbook, "Prompt
 Caching 201", github.com/openai/openai-cookbook, 2026): `CACHE_MIN_TOKENS`, `CACHE_STEP_TOKENS`.
+Batch prices (`Price.batch`): OpenAI's Batch API bills every rate of a model, input, cached input and
+output, at half the standard price for work it may take up to 24 hours to return (the pricing page's
+"Batch" column, https://platform.openai.com/docs/pricing, and the Batch API guide,
+https://platform.openai.com/docs/guides/batch: "50% cost discount"; checked `BATCH_PRICES_AS_OF`);
+Azure OpenAI's global batch deployments are billed at 50% of global standard the same way (Azure
+OpenAI batch documentation, "50% less cost than global standard"). A backbone with ``batch: true``
+(`ark.llm.batch`) is priced at `Price.batch` everywhere: its replies, its cap's reservations, its forecast.
 Self-hosted backends (vLLM, local llama.cpp) cost 0 here: their cost is GPU time, not tokens.
 A paid model (provider openai or azure) that this table does not know is refused before a run starts
 (`ark.config.checks`) unless the backbone names its price (``backbone.price.input_per_m``,
@@ -22,6 +29,7 @@ cached input is billed at the input rate, the upper bound).
     from ark.cost.prices import estimate_cost
     estimate_cost("gpt-4.1", prompt_tokens=12_000, completion_tokens=800)   # -> 0.0304
     estimate_cost("gpt-4.1", 12_000, 800, cached_tokens=10_240)             # -> 0.01504
+    PRICES["gpt-4.1"].batch()                                               # -> Price(1.0, 4.0, 0.25)
 
 Every amount of US$ ARK prints is written by `money`: cents, and as many more digits as an amount under
 a dollar needs to show two significant ones, so a cap of $0.0001 does not print as $0.00.
@@ -37,6 +45,8 @@ from dataclasses import dataclass
 PRICES_AS_OF = "2025-04-14"
 PRICES_SOURCE = "https://platform.openai.com/docs/pricing (standard tier)"
 CACHED_PRICES_AS_OF = "2026-05-27"   # the cached-input rates: dated copies of the pricing page, 2026-03 to 2026-06
+BATCH_DISCOUNT = 0.5      # the batch APIs bill each rate at this share of the standard price
+BATCH_PRICES_AS_OF = "2026-12-05"
 CACHE_MIN_TOKENS = 1024   # OpenAI's prompt cache serves prompts of this many tokens or more
 CACHE_STEP_TOKENS = 128   # ... and caches their prefixes in steps of this many tokens
 
@@ -67,6 +77,11 @@ class Price:
     def cached_rate(self) -> float:
         """The rate of a cached prompt token (the input rate when the table names none)."""
         return self.input_per_m if self.cached_input_per_m is None else self.cached_input_per_m
+
+    def batch(self) -> "Price":
+        """The price of the same model through the batch APIs: every rate at `BATCH_DISCOUNT` of it."""
+        cached = None if self.cached_input_per_m is None else self.cached_input_per_m * BATCH_DISCOUNT
+        return Price(self.input_per_m * BATCH_DISCOUNT, self.output_per_m * BATCH_DISCOUNT, cached)
 
     def cost(self, prompt_tokens: float, completion_tokens: float, cached_tokens: float = 0) -> float:
         """US$ of one call (or of totals): ``cached_tokens`` of the ``prompt_tokens`` at the cached rate."""

@@ -42,6 +42,10 @@ Before each HTTP attempt the request waits for its slot under the backbone's ``r
 (`ark.llm.pacing`, one pacer per backbone and process); before each call the cache cannot answer, a
 client given a ``budget`` (`ark.cost.cap.Budget`) asks it for room under the spending cap and pays
 the reply into its ledgers (``BudgetExhausted`` at the cap).
+With ``batch=True`` (providers openai and azure) the requests the cache cannot answer are not posted:
+the client's `ark.llm.batch.BatchCollector` (``client.batch``) sends each step's requests of all agents
+as one batch of the provider's batch API, at the batch price (``client.price`` is
+`ark.cost.prices.Price.batch` of the model's), and ``chat`` returns when that batch has come back.
 With a ``ResponseCache`` a repeated request makes no HTTP call and returns the stored reply
 (tokens, latency and all) with ``cached=True``; a request another process (or task) sharing the cache
 is buying at that moment waits for that reply (``cached=True`` too) instead of buying it again.
@@ -66,18 +70,20 @@ from ark.cost.tokens import canonical
 from ark.llm import pacing
 from ark.llm.cache import ResponseCache, cache_key
 from ark.llm.replicas import transport_for, urls_of
-from ark.llm.transport import (EMBEDDINGS_PATH, OPENAI_BASE_URL, TRANSPORTS, EncodedBody, HTTPReply, Route,
-                               TransportConnectionError, TransportTimeout, encoded_chat_body, make_transport,
+from ark.llm.transport import (EMBEDDINGS_PATH, OPENAI_BASE_URL, RETRYABLE_STATUS, TRANSPORTS, EncodedBody, HTTPReply,
+                               Route, TransportConnectionError, TransportTimeout, encoded_chat_body, make_transport,
                                retry_after_s)
+from ark.llm.transport import error_message as _error_message
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PROVIDERS = ("openai", "azure", "vllm", "local", "rules")
+BATCH_PROVIDERS = ("openai", "azure")   # providers with a batch API (BackboneConfig.batch)
+BATCH_WINDOWS = ("24h",)                # the completion windows the batch APIs offer
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
 TOOL_CHOICES = ("required", "auto", "none")
 CLAIM_WAIT_S = 0.05   # how often a call waiting for a reply another process is buying looks for it
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 _CONTEXT_RE = re.compile(
     r"context[_ ]length|maximum context|context window|maximum model length|"
     r"too many tokens|prompt is too long|exceeds? (the )?(model'?s? )?(max|context)",
@@ -246,10 +252,24 @@ class BackboneConfig:
     # change of rendering never replays replies the model gave to a prompt rendered otherwise.
     # None: ark.llm.llama_server.REVISION for provider local (the server `LocalServer` runs), else unset
     serving: str | None = None
+    # true: each step's requests of all agents go to the provider's batch API as one batch (ark.llm.batch),
+    # at the batch price (half of each rate, ark.cost.prices.Price.batch); a run may then take hours.
+    # Providers openai and azure only (Azure: a global-batch deployment as `model`)
+    batch: bool = False
+    batch_poll_s: float = 15.0  # first wait between looks at a pending batch; grows 1.5x per look, up to 20x
+    batch_window: str = "24h"  # the completion window asked for (the only one the batch APIs offer)
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
             raise ValueError(f"unknown provider {self.provider!r}; valid: {list(PROVIDERS)}")
+        if not isinstance(self.batch, bool):
+            raise ValueError(f"batch must be true or false, got {self.batch!r}")
+        if self.batch and self.provider not in BATCH_PROVIDERS:
+            raise ValueError(f"backbone.batch=true needs a provider with a batch API: valid providers "
+                             f"{', '.join(BATCH_PROVIDERS)}; provider {self.provider!r} has none "
+                             "(set backbone.batch=false)")
+        if self.batch_window not in BATCH_WINDOWS:
+            raise ValueError(f"batch_window must be one of {', '.join(BATCH_WINDOWS)}, got {self.batch_window!r}")
         if self.base_url is not None and not isinstance(self.base_url, str):
             self.base_url = [str(u) for u in _plain(self.base_url)]
             if not self.base_url:
@@ -307,7 +327,8 @@ class BackboneConfig:
 NUMBERS = {"temperature": (False, 0, False, 2, False), "top_p": (False, 0, True, 1, True),
            "max_tokens": (True, 1, False, None, False), "seed": (True, None, False, None, True),
            "timeout_s": (False, 0, True, None, False), "max_retries": (True, 0, False, None, False),
-           "backoff_base_s": (False, 0, False, None, False), "backoff_max_s": (False, 0, False, None, False)}
+           "backoff_base_s": (False, 0, False, None, False), "backoff_max_s": (False, 0, False, None, False),
+           "batch_poll_s": (False, 0, True, None, False)}
 
 
 def _check_number(key: str, v, whole: bool, low, low_open: bool, high, nullable: bool) -> None:
@@ -367,18 +388,6 @@ def _read_env(var: str, what: str, provider: str) -> str:
             f"which is not set (export {var}=...)"
         )
     return value
-
-
-def _error_message(reply: HTTPReply) -> str:
-    body = reply.body
-    if isinstance(body, Mapping):
-        err = body.get("error", body)
-        if isinstance(err, Mapping) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-        return json.dumps(body)[:500]
-    return str(body)[:500] or f"HTTP {reply.status}"
 
 
 def _is_context_length(reply: HTTPReply) -> bool:
@@ -464,9 +473,12 @@ class LLMClient:
     """Async chat client for one backbone (see module doc). Share one per run: it is safe to
     call ``chat`` from many tasks at once; bound concurrency outside."""
 
-    def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None, budget=None):
+    def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None, budget=None,
+                 batch_dir: str | Path | None = None):
         self.config = config
         self.price: Price = resolve_price(config.provider, config.model, config.name, config.prices)
+        if config.batch:   # billed at the batch price: the replies, the cap's reservations
+            self.price = self.price.batch()
         # the rules backbone answers in-process at no cost: nothing to cache
         self.cache = None if config.provider == "rules" else ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
         self.stats = LLMStats()
@@ -475,6 +487,11 @@ class LLMClient:
         self._route = _route(config)  # checks credentials now
         self._transport: Any = None
         self._transport_loop: asyncio.AbstractEventLoop | None = None
+        self.batch = None   # with config.batch: the collector that sends this client's requests as batches
+        if config.batch:
+            from ark.llm.batch import BatchCollector
+
+            self.batch = BatchCollector(self, batch_dir)
 
     async def _http(self) -> Any:
         # a transport's connection pool is bound to the event loop it was made on: make one per
@@ -529,20 +546,24 @@ class LLMClient:
             params["seed"] += agent_index
         key = None
         encoded = (canonical(messages), canonical(tools or []))   # once: the cache key, the body, the estimate
-        if self.cache is not None:
+        if self.cache is not None or self.batch is not None:   # a batch names each request by its key
             model = self.config.model if self.config.serving is None else f"{self.config.model}|{self.config.serving}"
             key = cache_key(model=model, messages=messages, tools=tools, params=params, agent_index=agent_index,
                             encoded=encoded)
+        if self.cache is not None:
             # a claim is taken only where no reply is stored (`ResponseCache.claim`), so without a fallback
-            # file the lookup comes after a refused claim: a reply bought here costs one statement less
-            hit = self.cache.get(key) if self.cache.fallback is not None else None
-            if hit is None:
-                hit = await self._claim(key)   # None: this process buys the reply
+            # file (and outside a batch, which claims its own) the lookup comes after a refused claim: a
+            # reply bought here costs one statement less
+            hit = self.cache.get(key) if self.cache.fallback is not None or self.batch is not None else None
+            if hit is None and self.batch is None:
+                hit = await self._claim(key)   # None: this process buys the reply (a batch claims its own)
             if hit is not None:
                 self.stats.cache_hits += 1
-                resp = ChatResponse.from_json(hit)
-                resp.cached = True
-                return resp
+                return self._from_cache(hit)
+        if self.batch is not None:   # the step's batch: claimed, reserved, cached and paid there
+            resp = await self.batch.ask(key, self._body(messages, tools, params, encoded))
+            self._count(resp)
+            return resp
         resp, ticket, stored = None, None, False
         try:
             body = self._body(messages, tools, params, encoded)
@@ -560,11 +581,40 @@ class LLMClient:
         finally:
             if key is not None and not stored:
                 self.cache.release(key)
+        self._count(resp)
+        return resp
+
+    def _from_cache(self, hit: Mapping[str, Any]) -> ChatResponse:
+        """A reply the cache holds, marked as replayed."""
+        resp = ChatResponse.from_json(hit)
+        resp.cached = True
+        return resp
+
+    def _line_reply(self, status: int, body: Any, latency_s: float) -> ChatResponse | LLMError:
+        """A reply that came back in a batch (`ark.llm.batch`), as an online call of this client ends: its
+        ChatResponse, or the error it would raise (returned, not raised)."""
+        if status == 200:
+            try:
+                return self._parse(body, latency_s, 1)
+            except MalformedReplyError as e:
+                return e
+        reply = HTTPReply(status or 400, {}, body)
+        msg = _error_message(reply)
+        if _is_context_length(reply):
+            return ContextLengthError(f"{self.config.name}: HTTP {reply.status}: {msg}")
+        return LLMTransportError(f"{self.config.name}: batch line: HTTP {status or '-'}: {msg}",
+                                 status_code=status or None)
+
+    def _failure(self, message: str, status_code: int | None = None) -> LLMTransportError:
+        """The error of a call this client could not complete (a batch API call among them)."""
+        return LLMTransportError(f"{self.config.name}: {message}", status_code=status_code)
+
+    def _count(self, resp: ChatResponse) -> None:
+        """A bought reply into the client's counters."""
         self.stats.prompt_tokens += resp.prompt_tokens
         self.stats.completion_tokens += resp.completion_tokens
         self.stats.cached_tokens += resp.cached_tokens
         self.stats.cost_usd += resp.cost_usd
-        return resp
 
     def _rules_reply(self, messages: list[dict], tools: list[dict]) -> ChatResponse:
         """The rule-based policy's reply (`ark.llm.rules`), in-process: no tokens, no cost."""

@@ -69,6 +69,22 @@ def encoded_chat_body(body: dict, messages_json: str | None = None, tools_json: 
     return out
 
 
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})   # worth a retry
+
+
+def error_message(reply: "HTTPReply") -> str:
+    """What an error reply says: OpenAI's ``error.message``, or the start of its body."""
+    body = reply.body
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        return json.dumps(body)[:500]
+    return str(body)[:500] or f"HTTP {reply.status}"
+
+
 class TransportTimeout(Exception):
     """No complete reply within the timeout."""
 
@@ -136,6 +152,20 @@ class Route:
             query = urlencode({"api-version": self.api_version})
             return f"{base}/openai/deployments/{self.deployment}{self.path}?{query}"
         return base + self.path
+
+    def url_for(self, path: str) -> str:
+        """The URL of another endpoint of the same account (the batch API's ``/files``, ``/batches``):
+        ``<base>/v1<path>`` for OpenAI, ``<endpoint>/openai<path>?api-version=...`` for Azure."""
+        base = self.base_url.rstrip("/")
+        if self.provider == "azure":
+            return f"{base}/openai{path}?{urlencode({'api-version': self.api_version})}"
+        return base + path
+
+    @property
+    def batch_endpoint(self) -> str:
+        """The endpoint a batch's lines name (``url``) and the batch is created for: OpenAI's
+        ``/v1/chat/completions``, Azure's ``/chat/completions`` (its lines name the deployment as model)."""
+        return CHAT_PATH if self.provider == "azure" else "/v1" + CHAT_PATH
 
     def headers(self) -> dict[str, str]:
         auth = {"api-key": self.key} if self.provider == "azure" else {"Authorization": f"Bearer {self.key}"}

@@ -33,6 +33,9 @@ how tables and figures name a run. A run directory is
       trajectory_stats.csv  one row per (query, agent): tool calls, the agent's own hit@5 and recall@20
       attribution.csv       one row per (query, gold node): where it was found or lost (ark.analysis.attribution)
       shards/<i>-of-<n>/    shard runs, each a run directory itself (``ark merge``)
+      batch/pending.json    batch mode only, while a batch is out: its id, input file, custom ids (the
+                            requests' LLM cache keys) and its reservation in the ledgers; a rerun
+                            re-attaches to it (ark.llm.batch)
 
 Records are read through tolerant accessors (`status`, `gold`, `ranking`, `agent_rankings`,
 `query_metrics`): keys added later are optional and missing ones fall back to what older runs wrote.
@@ -66,6 +69,7 @@ TRAJECTORY_STATS = "trajectory_stats.csv"
 ATTRIBUTION = "attribution.csv"
 SHARDS = "shards"
 LOCK_FILE = "run.lock"
+BATCH_DIR = "batch"   # batch mode: pending.json, the batch the run waits for (ark.llm.batch)
 IDENTITY_KEYS = ("experiment", "graph", "retriever", "backbone", "budget", "ablation", "t_max", "n_agents",
                  "agent_options", "split", "run_name")
 

@@ -91,6 +91,20 @@ prefixes match only where their bytes do (`prompt_token_list`; its length is `pr
 reports at most its own ``prompt_tokens``. ``server.usages`` lists the usage of every successful chat
 reply it sent, so a test can compute the bill a provider would send.
 
+Batch API: ``POST .../files`` (multipart/form-data, ``purpose`` and ``file``: a file object back),
+``GET .../files/{id}/content``, ``POST .../batches`` (``input_file_id``, ``endpoint``, ``completion_window``)
+and ``GET .../batches/{id}``, at OpenAI's paths (``/v1/...``) and Azure's (``/openai/...?api-version=``).
+A batch is ``validating``, then ``in_progress`` until ``batch_delay_s`` after its creation, then
+``completed``: at that first look after the delay each of its lines is answered once, by the same rules
+as an online request (it is counted in ``calls``, ``requests`` and ``usages`` like one), 200s into its
+output file and the others into its error file, as OpenAI's batch output lines
+(``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}``); later looks (a
+client that re-attached) bill nothing again. ``server.batches`` holds each batch object by id,
+``server.batch_lines`` the lines answered in batches; ``server.expire_batches = n`` makes the next ``n``
+batches end ``expired`` with only the first half of their lines answered (the others in the error file,
+``batch_expired``, not billed); ``server.batch_paths`` each files or batches request
+(``"POST /v1/files"``...).
+
 Rate limits: ``ScriptedServer(rpm_limit=..., tpm_limit=...)`` enforces requests and tokens per minute
 over a sliding 60-second window, counting each request as OpenAI does (one request; its prompt tokens,
 by `token_count`, plus its ``max_tokens``), and answers a request past a limit with HTTP 429 and a
@@ -390,6 +404,7 @@ class ScriptedServer:
         tpm_limit: float | None = None,
         answer_model: str | None = None,
         prompt_cache: bool = False,
+        batch_delay_s: float = 0.0,
     ):
         self._script: list[Reply] = list(script)
         self._pos = 0
@@ -418,6 +433,13 @@ class ScriptedServer:
         self.embedder = embedder or (lambda text: hashed_embedding(text, embedding_dim))
         self.embedding_requests: list[dict] = []  # JSON bodies of embeddings requests, arrival order
         self._embedding_errors: list[Reply] = []
+        self.batch_delay_s = batch_delay_s
+        self.files: dict[str, bytes] = {}      # uploaded and produced files by id
+        self.batches: dict[str, dict] = {}     # batch objects by id
+        self.batch_lines = 0                   # batch lines answered (each once)
+        self.batch_paths: list[str] = []       # "METHOD path?query" of each files or batches request
+        self.expire_batches = 0                # the next this many batches expire with half their lines done
+        self._batch_started: dict[str, float] = {}
         self._lock = threading.Lock()
         self._flight = threading.Condition()
         self._stop = threading.Event()
@@ -571,6 +593,80 @@ class ScriptedServer:
             self.request_tokens[n - 1] = tokens
         return None
 
+    # -- batch API -----------------------------------------------------------------------------
+    def _upload(self, content_type: str, raw: bytes) -> tuple[int, dict]:
+        from email.parser import BytesParser
+        from email.policy import HTTP
+
+        msg = BytesParser(policy=HTTP).parsebytes(b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw)
+        if not msg.is_multipart():
+            return 400, {"error": {"message": "upload a file as multipart/form-data"}}
+        parts = {p.get_param("name", header="content-disposition"): p for p in msg.iter_parts()}
+        if "file" not in parts or parts.get("purpose") is None:
+            return 400, {"error": {"message": "a file upload needs the fields purpose and file"}}
+        purpose = parts["purpose"].get_payload(decode=True).decode()
+        data = parts["file"].get_payload(decode=True)
+        with self._lock:
+            fid = f"file-{next(self._ids)}"
+            self.files[fid] = data
+        return 200, {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+                     "filename": parts["file"].get_filename(), "purpose": purpose}
+
+    def _create_batch(self, request: dict) -> tuple[int, dict]:
+        fid = request.get("input_file_id")
+        if fid not in self.files:
+            return 404, {"error": {"message": f"no file {fid!r}"}}
+        endpoint = str(request.get("endpoint", ""))
+        if request.get("completion_window") != "24h" or not endpoint.endswith("/chat/completions"):
+            return 400, {"error": {"message": "endpoint must be chat completions and completion_window 24h"}}
+        lines = [json.loads(x) for x in self.files[fid].splitlines() if x.strip()]
+        with self._lock:
+            bid = f"batch_{next(self._ids)}"
+            self.batches[bid] = {"id": bid, "object": "batch", "endpoint": request["endpoint"], "errors": None,
+                                 "input_file_id": fid, "completion_window": "24h", "status": "validating",
+                                 "output_file_id": None, "error_file_id": None, "created_at": int(time.time()),
+                                 "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
+            self._batch_started[bid] = time.monotonic()
+            return 200, dict(self.batches[bid])
+
+    def _look_at_batch(self, bid: str) -> tuple[int, dict]:
+        with self._lock:
+            b = self.batches.get(bid)
+            if b is None:
+                return 404, {"error": {"message": f"no batch {bid!r}"}}
+            age = time.monotonic() - self._batch_started[bid]
+            if b["status"] in ("completed", "expired", "finalizing"):
+                return 200, dict(b)
+            if age < self.batch_delay_s:
+                b["status"] = "validating" if age < self.batch_delay_s / 2 else "in_progress"
+                return 200, dict(b)
+            b["status"] = "finalizing"   # answered once, here, by whichever look comes first
+            lines = [json.loads(x) for x in self.files[b["input_file_id"]].splitlines() if x.strip()]
+            expire = self.expire_batches > 0
+            self.expire_batches -= expire
+        out, errors = [], []
+        done = lines[:len(lines) // 2] if expire else lines
+        for i, line in enumerate(lines[len(done):]):   # not reached before the window ended: not billed
+            errors.append(json.dumps({"id": f"batch_req_{bid}_x{i}", "custom_id": line["custom_id"], "response": None,
+                                      "error": {"code": "batch_expired", "message": "This request could not be "
+                                                "executed before the completion window expired."}}))
+        for i, line in enumerate(done):
+            status, _headers, body, _delay = self._answer(line["body"], {}, line.get("url", ""))
+            entry = {"id": f"batch_req_{bid}_{i}", "custom_id": line["custom_id"],
+                     "response": {"status_code": status or 500, "request_id": f"req_{bid}_{i}", "body": body},
+                     "error": None}
+            (out if status == 200 else errors).append(json.dumps(entry))
+        with self._lock:
+            self.batch_lines += len(done)
+            for kind, rows in (("output_file_id", out), ("error_file_id", errors)):
+                if rows:
+                    fid = f"file-{next(self._ids)}"
+                    self.files[fid] = ("\n".join(rows) + "\n").encode()
+                    b[kind] = fid
+            b["status"] = "expired" if expire else "completed"
+            b["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(errors)}
+            return 200, dict(b)
+
     def _answer(self, request: dict, headers: dict[str, str],
                 path: str) -> tuple[int, dict[str, str], Any, float]:
         with self._lock:
@@ -659,8 +755,17 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True  # client gave up (timeout test)
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/models"):
+            route = self.path.split("?")[0].rstrip("/")
+            parts = route.split("/")
+            if route.endswith("/models"):
                 self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+            elif len(parts) >= 3 and parts[-3] == "files" and parts[-1] == "content":
+                server.batch_paths.append(f"GET {self.path}")
+                data = server.files.get(parts[-2])
+                self._send(200, data) if data is not None else self._send(404, {"error": {"message": "no file"}})
+            elif len(parts) >= 2 and parts[-2] == "batches":
+                server.batch_paths.append(f"GET {self.path}")
+                self._send(*server._look_at_batch(parts[-1]))
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -668,6 +773,17 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             route = self.path.split("?")[0].rstrip("/")
+            if route.endswith(("/files", "/batches")):
+                server.batch_paths.append(f"POST {self.path}")
+            if route.endswith("/files"):
+                self._send(*server._upload(self.headers.get("Content-Type", ""), raw))
+                return
+            if route.endswith("/batches"):
+                try:
+                    self._send(*server._create_batch(json.loads(raw or b"{}")))
+                except json.JSONDecodeError as e:
+                    self._send(400, {"error": {"message": f"bad JSON: {e}"}})
+                return
             if not route.endswith(("/chat/completions", "/embeddings")):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
