@@ -123,6 +123,7 @@ def _job(server, tmp: Path) -> list[str]:
     return [sys.executable, str(REPO / "experiments" / "run.py"), *_overrides(server, tmp, "limit=6", *BATCH)]
 
 
+@pytest.mark.commands   # whole experiments/run.py processes, one killed with -9 (about 10 s each)
 @pytest.mark.parametrize("outcome", ["completed", "expired"])
 def test_a_run_killed_while_it_waits_for_a_batch_reattaches_and_pays_nothing_twice(key, tmp_path, outcome):
     """kill -9 while the run waits for its first batch; the same command again re-attaches to that
