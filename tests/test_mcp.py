@@ -408,6 +408,7 @@ def test_beyond_loopback_every_request_needs_the_token_and_an_allowed_origin(tmp
         assert token not in err
 
 
+@pytest.mark.commands   # an MCP server process over stdio, asked until its cap
 def test_ask_spends_under_its_own_cap_and_then_refuses_in_one_line(tmp_path, monkeypatch):
     """``--ask-max-usd``: asks of a paid backbone (gpt-4.1 prices, the scripted server billing realistic
     usage) are answered with what ask has paid so far until the cap is reached; then each ask is refused in

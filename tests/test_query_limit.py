@@ -39,6 +39,7 @@ def test_ark_search_refuses_it_in_one_line(tmp_path, capsys):
     assert code == 2 and out == "" and err == f"Error: {limit_line(len(HUGE))}.\n"
 
 
+@pytest.mark.commands   # an MCP server process over stdio
 def test_mcp_over_stdio_refuses_it_and_goes_on(tmp_path, backbone):   # noqa: F811
     from mcp import ClientSession, StdioServerParameters, stdio_client
 

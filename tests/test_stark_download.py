@@ -56,6 +56,7 @@ def _same_graph(a, b) -> None:
         assert np.array_equal(ea.outgoing, eb.outgoing)
 
 
+@pytest.mark.commands   # huggingface_hub downloading each graph's files from a local hub (about 3 s each)
 @pytest.mark.parametrize("name", stark.STARK_GRAPHS)
 def test_download_through_huggingface_hub_from_a_local_hub(hub, source, tmp_path, name):
     hub.requests.clear()
