@@ -46,7 +46,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from ark.cost import forecast as fc
 from ark.cost.cap import Budget
 from ark.cost.ledger import RUN_LEDGER, Ledger
-from ark.cost.prices import BATCH_DISCOUNT, PRICES_AS_OF, Price, money, resolve_price
+from ark.cost.prices import BATCH_DISCOUNT, PRICES_AS_OF, Price, money
 from ark.run import measured, shards
 
 PAID_PROVIDERS = ("openai", "azure")
@@ -56,9 +56,7 @@ def price_of(cfg: DictConfig) -> Price | None:
     """The price an ARK run's backbone is billed at; None for a baseline."""
     if cfg.retriever.name != "ark":
         return None
-    b = instantiate(cfg.backbone)
-    price = resolve_price(b.provider, b.model, b.name, b.prices)
-    return price.batch() if b.batch else price
+    return instantiate(cfg.backbone).billed_price()
 
 
 def is_paid(cfg: DictConfig) -> bool:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +49,8 @@ from typing import Any
 from ark import atomic
 from ark.cost.cap import worst_case_usd
 from ark.cost.holder import file_mark
-from ark.llm.transport import RETRYABLE_STATUS, HTTPReply, env_proxy, error_message, parse_body, retry_after_s
+from ark.llm.transport import (RETRYABLE_STATUS, HTTPReply, env_proxy, error_message, parse_body, retry_after_s,
+                               retry_delay_s)
 
 log = logging.getLogger(__name__)
 
@@ -416,8 +416,7 @@ class _BatchAPI:
                 reason = f"{type(e).__name__}: {e}"
             if attempt > c.max_retries:
                 raise self.client._failure(f"{method} {path}: {reason} (gave up after {attempt} attempts)")
-            delay = wait if wait is not None else min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1)) \
-                * random.uniform(0.5, 1.0)
+            delay = retry_delay_s(attempt, c.backoff_base_s, c.backoff_max_s, wait)
             log.warning("%s: %s %s: %s; retry %d/%d in %.2fs", c.name, method, path, reason, attempt,
                         c.max_retries, delay)
             await asyncio.sleep(delay)

@@ -57,7 +57,6 @@ import asyncio
 import json
 import logging
 import os
-import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -72,7 +71,7 @@ from ark.llm.cache import ResponseCache, cache_key
 from ark.llm.replicas import transport_for, urls_of
 from ark.llm.transport import (EMBEDDINGS_PATH, OPENAI_BASE_URL, RETRYABLE_STATUS, TRANSPORTS, EncodedBody, HTTPReply,
                                Route, TransportConnectionError, TransportTimeout, encoded_chat_body, make_transport,
-                               retry_after_s)
+                               retry_after_s, retry_delay_s)
 from ark.llm.transport import error_message as _error_message
 
 log = logging.getLogger(__name__)
@@ -315,6 +314,12 @@ class BackboneConfig:
                                  f"cached_input_per_1M], got {prices!r}")
             self.prices = tuple(float(x) for x in prices)
 
+    def billed_price(self) -> Price:
+        """What this backbone's tokens cost (`ark.cost.prices.resolve_price`), at the batch price
+        (`Price.batch`) in batch mode: its replies, its cap's reservations and its forecast."""
+        price = resolve_price(self.provider, self.model, self.name, self.prices)
+        return price.batch() if self.batch else price
+
     def key_env(self) -> str | None:
         return self.api_key_env or DEFAULT_KEY_ENV.get(self.provider)
 
@@ -461,8 +466,7 @@ async def _post_with_retries(transport: Any, body: dict, c: BackboneConfig, stat
             kind = MalformedReplyError if isinstance(cause, MalformedReplyError) else LLMTransportError
             raise kind(f"{c.name}: {reason} (gave up after {attempt} attempts)",
                        status_code=status, attempts=attempt) from cause
-        backoff = min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1))
-        delay = min(c.backoff_max_s, wait) if wait is not None else backoff * random.uniform(0.5, 1.0)
+        delay = retry_delay_s(attempt, c.backoff_base_s, c.backoff_max_s, wait)
         stats.retries += 1
         log.warning("%s: %s; retry %d/%d in %.2fs", c.name, reason, attempt, c.max_retries, delay)
         await asyncio.sleep(delay)
@@ -476,9 +480,7 @@ class LLMClient:
     def __init__(self, config: BackboneConfig, cache: ResponseCache | str | Path | None = None, budget=None,
                  batch_dir: str | Path | None = None):
         self.config = config
-        self.price: Price = resolve_price(config.provider, config.model, config.name, config.prices)
-        if config.batch:   # billed at the batch price: the replies, the cap's reservations
-            self.price = self.price.batch()
+        self.price: Price = config.billed_price()
         # the rules backbone answers in-process at no cost: nothing to cache
         self.cache = None if config.provider == "rules" else ResponseCache(cache) if isinstance(cache, (str, Path)) else cache
         self.stats = LLMStats()

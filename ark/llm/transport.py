@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -83,6 +84,14 @@ def error_message(reply: "HTTPReply") -> str:
             return err
         return json.dumps(body)[:500]
     return str(body)[:500] or f"HTTP {reply.status}"
+
+
+def retry_delay_s(attempt: int, base_s: float, max_s: float, retry_after: float | None = None) -> float:
+    """How long to wait before retry ``attempt`` (1, 2, ...): the server's ``Retry-After`` when it sent
+    one, else exponential backoff from ``base_s`` with jitter; never more than ``max_s``."""
+    if retry_after is not None:
+        return min(max_s, retry_after)
+    return min(max_s, base_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
 
 
 class TransportTimeout(Exception):
