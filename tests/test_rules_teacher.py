@@ -199,3 +199,51 @@ def test_without_type_filters_it_reads_types_from_the_observations(graph, index)
     traj = run_agent(LLMClient(RULES), tools, "Which genes are associated with Marfan syndrome?")
     assert all(not s.error for s in traj.steps)
     assert traj.selected[0] == graph.names().index("FBN1")
+
+
+def test_compact_settings_ask_less_of_the_tools(toolset):  # noqa: F811
+    """`backbone.extra_body.rules` shapes every call the policy makes: the k of its searches and
+    explorations and the length of its answer list follow the settings, not the full teacher's."""
+    from ark.llm.rules import RulesSettings
+
+    question = "Which genes are associated with Marfan syndrome?"
+    full = run_agent(LLMClient(RULES), toolset, question)
+    small = RulesSettings(question_k=3, head_k=2, max_phrases=0, neighbors_k=4, select_n=1)
+    compact = run_agent(LLMClient(replace(RULES, extra_body={"rules": vars(small)})), toolset, question)
+
+    def calls(traj):
+        return [(tc["function"]["name"], json.loads(tc["function"]["arguments"]))
+                for m in traj.messages if m["role"] == "assistant" for tc in m["tool_calls"]]
+
+    searches = [a for n, a in calls(compact) if n == "search_graph"]
+    explores = [a for n, a in calls(compact) if n == "explore_neighbors"]
+    assert searches and {a["k"] for a in searches} <= {3, 2}
+    assert explores and {a["k"] for a in explores} == {4}
+    assert [len(a["node_ids"]) for n, a in calls(compact) if n == "select"] == [1]
+    assert len(searches) < len([1 for n, _ in calls(full) if n == "search_graph"])
+
+
+@pytest.mark.parametrize("options, named", [({"check_count": 3}, "unknown key 'check_count'"),
+                                            ({"neighbors_k": 0}, "neighbors_k must be a whole number from 1"),
+                                            ({"select_n": "ten"}, "select_n must be a whole number from 1")])
+def test_a_bad_rules_setting_is_named_before_a_run(options, named):
+    with pytest.raises(ValueError, match=named) as err:
+        BackboneConfig(name="rules", model="rules", provider="rules", extra_body={"rules": options})
+    assert "\n" not in str(err.value)
+
+
+def test_the_compact_teacher_config_composes_with_the_students_budget():
+    """conf/backbone/rules-compact.yaml with conf/budget/t4_n1_compact.yaml: the compact prompt, one agent
+    of 4 steps, the short snippets, and settings the policy accepts."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from ark.llm.rules import RulesSettings
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["experiment=collect_student", "graph=demo"])
+    backbone, agent, tools = instantiate(cfg.backbone), instantiate(cfg.budget.agent), instantiate(cfg.ablation.tools)
+    assert backbone.provider == "rules" and RulesSettings.of(backbone.extra_body["rules"]) != RulesSettings()
+    assert (agent.prompt_version, agent.t_max, agent.n_agents) == ("student", 4, 1)
+    assert (tools.search_k, tools.neighbors_k, tools.snippet_chars) == (5, 10, 60)
+    assert cfg.collect.trajectories_per_query == 1 and cfg.collect.t_max == 4

@@ -282,6 +282,9 @@ class BackboneConfig:
             raise ValueError(f"provider {self.provider!r} needs base_url, e.g. http://127.0.0.1:8000/v1")
         for url in ([self.base_url] if isinstance(self.base_url, str) else list(self.base_url or [])):
             check_base_url(url)   # one URL, or each of a list of replicas
+        if self.provider == "rules":   # its settings (ark.llm.rules.RulesSettings) checked before a run starts
+            from ark.llm.rules import RulesSettings
+            RulesSettings.of((self.extra_body or {}).get("rules"))
         if self.required_tool_choice is None:
             self.required_tool_choice = "auto" if self.provider == "local" else "required"
         if self.serving is None and self.provider == "local":
@@ -620,10 +623,10 @@ class LLMClient:
 
     def _rules_reply(self, messages: list[dict], tools: list[dict]) -> ChatResponse:
         """The rule-based policy's reply (`ark.llm.rules`), in-process: no tokens, no cost."""
-        from ark.llm.rules import RulesPolicy
+        from ark.llm.rules import RulesPolicy, RulesSettings
 
         start = time.perf_counter()
-        msg = RulesPolicy()(messages, tools)
+        msg = RulesPolicy(RulesSettings.of(self.config.extra_body.get("rules")))(messages, tools)
         calls = [ToolCall(id=tc["id"], name=tc["function"]["name"], arguments=tc["function"]["arguments"])
                  for tc in msg["tool_calls"]]
         return ChatResponse(content=msg.get("content") or "", tool_calls=calls, prompt_tokens=0,

@@ -43,16 +43,44 @@ import re
 from dataclasses import dataclass, field
 
 SEARCH, EXPLORE, SELECT, FINISH = "search_graph", "explore_neighbors", "select", "finish"
-QUESTION_K = 20  # hits of the whole question
-PHRASE_K = 5  # hits of each phrase
-HEAD_K = 20  # hits of the head noun (the vote for the asked type)
-NEIGHBORS_K = 100  # neighbours listed per exploration (the tool's own cap and token budget apply)
-CHECK = 40  # candidates checked against the anchors that did not list them
-EXPLORE_HITS = 2  # described questions: top hits explored
-MAX_PHRASES = 8
-MAX_ANCHORS = 3
-SELECT_N = 20
 HEAD_MAJORITY = 0.6  # share of the head noun's hits one type needs to be taken as the asked type
+
+
+@dataclass(frozen=True)
+class RulesSettings:
+    """How much the policy asks of the tools: k of each call, how many calls, how long the answer list.
+
+    The defaults are the full teacher's (`backbone=rules`). A smaller setting keeps trajectories short
+    enough for a small student's context (`backbone=rules-compact`: the teacher a SmolLM2 student is
+    distilled from); each key is a backbone's ``extra_body.rules.<key>``."""
+
+    question_k: int = 20  # hits of the whole question
+    phrase_k: int = 5  # hits of each phrase
+    head_k: int = 20  # hits of the head noun (the vote for the asked type)
+    max_phrases: int = 8  # phrases searched on top of the question (0: the question and head noun only)
+    neighbors_k: int = 100  # neighbours listed per exploration (the tool's own cap and token budget apply)
+    check: int = 40  # candidates checked against the anchors that did not list them (0: no checking step)
+    check_k: int = 5  # neighbours listed per check
+    explore_hits: int = 2  # described questions: top hits explored
+    max_anchors: int = 3
+    select_n: int = 20  # ids selected
+
+    def __post_init__(self) -> None:
+        for key, value in vars(self).items():
+            floor = 0 if key in ("max_phrases", "check") else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < floor:
+                raise ValueError(f"bad setting in backbone.extra_body.rules: {key} must be a whole number "
+                                 f"from {floor}, got {value!r}")
+
+    @classmethod
+    def of(cls, options: dict | None) -> "RulesSettings":
+        """Settings from a backbone's ``extra_body.rules`` block; an unknown key is named with the valid ones."""
+        options = dict(options or {})
+        valid = [f for f in cls.__dataclass_fields__]
+        bad = [k for k in options if k not in valid]
+        if bad:
+            raise ValueError(f"unknown key {bad[0]!r} in backbone.extra_body.rules; valid keys: {', '.join(valid)}")
+        return cls(**options)
 
 # English function words: phrases break at them (bar the ones names hold, `NAME_WORDS`)
 STOPWORDS = frozenset("""
@@ -136,14 +164,18 @@ class Candidate:
 class RulesPolicy:
     """The rule-based tool policy (see the module doc); call it with a request's messages and tools."""
 
+    def __init__(self, settings: RulesSettings | None = None):
+        self.settings = settings or RulesSettings()
+
     def __call__(self, messages: list[dict], tools: list[dict]) -> dict:
-        return Reading(messages, tools).reply()
+        return Reading(messages, tools, self.settings).reply()
 
 
 class Reading:
     """One request, read: the question, the schema's vocabularies and the calls made so far."""
 
-    def __init__(self, messages: list[dict], tools: list[dict]):
+    def __init__(self, messages: list[dict], tools: list[dict], settings: RulesSettings | None = None):
+        self.settings = settings or RulesSettings()
         self.question = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
         self.schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools or []}
         self.types = self._enum(EXPLORE, "node_types") or self._enum(SEARCH, "node_types")
@@ -263,7 +295,7 @@ class Reading:
                     run = []
                 elif is_word or p == ",":
                     run.append(p)
-        return [p for p in out if words(p)][:MAX_PHRASES]
+        return [p for p in out if words(p)][:self.settings.max_phrases]
 
     def head_noun(self) -> str | None:
         """The noun a question opening with an interrogative determiner asks for ("which X", "what X"),
@@ -293,7 +325,7 @@ class Reading:
         for (s, e), node in sorted(found.items(), key=lambda kv: (kv[0][0] - kv[0][1], kv[0][0])):
             if all(e <= a.span[0] or s >= a.span[1] for a in taken) and all(a.node.id != node.id for a in taken):
                 taken.append(Anchor(node, (s, e)))
-        return sorted(taken, key=lambda a: a.span)[:MAX_ANCHORS]
+        return sorted(taken, key=lambda a: a.span)[:self.settings.max_anchors]
 
     def content_positions(self) -> list[int]:
         type_tokens = set(self._token_words(self.types))
@@ -368,21 +400,22 @@ class Reading:
             if calls:
                 return self._message(calls)
         ranked = self._ranking(anchors, named, asked)
-        return self._message(([(SELECT, {"node_ids": ranked[:SELECT_N]})] if ranked else []) + [(FINISH, {})])
+        return self._message(([(SELECT, {"node_ids": ranked[:self.settings.select_n]})] if ranked else []) + [(FINISH, {})])
 
     def _first_searches(self) -> list[tuple[str, int]]:
-        out = [(self.question, QUESTION_K)]
+        st = self.settings
+        out = [(self.question, st.question_k)]
         head = self.head_noun()
-        out += [(p, HEAD_K if p == head else PHRASE_K) for p in self.phrases() if p != self.question]
+        out += [(p, st.head_k if p == head else st.phrase_k) for p in self.phrases() if p != self.question]
         if head and self.type_of_word(head) is None and head not in {q for q, _ in out}:
-            out.append((head, HEAD_K))
+            out.append((head, st.head_k))
         return out
 
     def _search_args(self, query: str, k: int) -> dict:
         return {"query": query, "k": k}
 
     def _explore_args(self, node: Shown, types: list[str] | None, relations: list[str] | None,
-                      query: str | None = None, k: int = NEIGHBORS_K) -> dict:
+                      query: str | None = None, k: int | None = None) -> dict:
         args: dict = {"node_id": node.id}
         props = self.schemas.get(EXPLORE, {}).get("properties", {})
         if query and "query" in props:
@@ -392,7 +425,7 @@ class Reading:
         if relations and "relations" in props:
             args["relations"] = relations
         if "k" in props:
-            args["k"] = k
+            args["k"] = k or self.settings.neighbors_k
         return args
 
     def _explorations(self, anchors: list[Anchor], named: bool, asked: str | None) -> list:
@@ -406,7 +439,7 @@ class Reading:
             # specific ones), or all of an anchor's neighbours when it names none
             rels = self.relations_named(skip) or [None]
             return [(EXPLORE, self._explore_args(a.node, None, [r] if r else None)) for a in anchors for r in rels]
-        hits = [h for h in self.question_hits() if asked is None or h.type != asked][:EXPLORE_HITS]
+        hits = [h for h in self.question_hits() if asked is None or h.type != asked][:self.settings.explore_hits]
         if asked is None or not hits or self.question_hits()[0].type == asked:
             return []
         return [(EXPLORE, self._explore_args(h, [asked], None, self.question)) for h in hits]
@@ -429,8 +462,8 @@ class Reading:
 
     def _checks(self, anchors: list[Anchor]) -> list:
         listed = self._listed(anchors)
-        order = sorted(listed.values(), key=lambda c: (-len(c.next_to), c.shortest, c.position))[:CHECK]
-        return [(EXPLORE, self._explore_args(c.node, [a.node.type], None, a.node.name, k=5))
+        order = sorted(listed.values(), key=lambda c: (-len(c.next_to), c.shortest, c.position))[:self.settings.check]
+        return [(EXPLORE, self._explore_args(c.node, [a.node.type], None, a.node.name, k=self.settings.check_k))
                 for c in order for a in anchors if a.node.id not in c.next_to]
 
     def _ranking(self, anchors: list[Anchor], named: bool, asked: str | None) -> list:
