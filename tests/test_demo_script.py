@@ -1,7 +1,7 @@
 """scripts/demo.py's per-query report: each gold node's fate in ARK's run (ark.analysis.attribution) and its
 distance from what the question's own words show (ark.analysis.reachability) and the bound over chains of its
 words (ark.analysis.reach_bound), on the toy graph with the agent
-driven by the scripted server; and the --agent-options choices."""
+driven by the scripted server; and its refusal of bad arguments."""
 
 from __future__ import annotations
 
@@ -60,9 +60,7 @@ def test_report_names_each_gold_nodes_fate_and_reach(demo, capsys):
     assert lines[block["11"] + 3] == "    any chain of its words: not shown by any chain of three calls with the question's words"
 
 
-def test_agent_options_choices(demo):
-    assert demo.parse_options("none") == []
-    assert demo.parse_options("stop_on_repeat,first_search") == ["stop_on_repeat", "first_search"]
-    assert demo.parse_options("local") == demo.local_agent_options()
-    with pytest.raises(SystemExit, match="unknown typo; choose from local, none"):
-        demo.parse_options("typo")
+def test_a_bad_query_count_is_refused_before_any_work(demo, capsys):
+    with pytest.raises(SystemExit, match="--queries must be at least 1 and --show from 1 to --queries, got 3 and 5"):
+        demo.main(["--queries", "3", "--show", "5"])
+    assert "[1/4]" not in capsys.readouterr().out

@@ -34,8 +34,16 @@ def _ark_home() -> str:
     return str(ark_home())
 
 
+def _repo_file(path) -> str:
+    """``${repo_file:<path>}``: a file the repository ships (e.g. ``results/distill/...``), as an absolute
+    path, so a config names it the same from any working directory."""
+    from ark.config.location import repo_root
+
+    return str(repo_root() / str(path))
+
+
 # registered on import: every composition (Hydra's own too) has them
-for _name, _resolver in (("tables_name", _tables_name), ("ark_home", _ark_home)):
+for _name, _resolver in (("tables_name", _tables_name), ("ark_home", _ark_home), ("repo_file", _repo_file)):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _resolver)
 

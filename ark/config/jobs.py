@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 from hydra.utils import instantiate
@@ -112,7 +113,8 @@ def distill(cfg: DictConfig):
     d = OmegaConf.to_container(cfg.distill, resolve=True)
     result = train_student(StudentConfig(**d.get("student", {})), DistillConfig(**d.get("train", {})),
                            d["train_dirs"], d.get("val_dirs") or None, d.get("n_queries"), d.get("teacher", "gpt-4.1"),
-                           d.get("graph", "?"))
+                           d.get("graph", "?"), val_queries=d.get("val_queries"),
+                           command=" ".join(["python", "experiments/distill.py", *sys.argv[1:]]))
     print(f"adapter: {result.adapter_dir}  steps {result.global_steps}  best val loss {result.best_eval_loss}  "
           f"{result.tokens_per_s:.0f} tokens/s")
     return result

@@ -24,6 +24,11 @@ def conf_dir() -> Path:
     return _PACKAGE.parent / "conf"
 
 
+def repo_root() -> Path:
+    """The checkout's root (the folder holding ``ark/``, ``conf/`` and ``results/``)."""
+    return _PACKAGE.parent
+
+
 def option_names(group: str) -> list[str]:
     """The options of a config group (the ``.yaml`` files of ``conf/<group>/``), sorted."""
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))

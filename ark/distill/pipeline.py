@@ -17,14 +17,17 @@ called by experiments/distill.py) builds them from conf/experiment/distill.yaml 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from ark.distill.sft_data import build_examples, dataset_stats, load_trajectories, trainable_chat
+from ark.distill.sft_data import build_examples, dataset_stats, examples_sha256, load_trajectories, trainable_chat
 from ark.distill.student import StudentConfig, load_model, load_tokenizer
-from ark.distill.train import DistillConfig, TrainResult, train_lora
+from ark.distill.train import DistillConfig, TrainResult, train_lora, write_card
+
+GGUF_ADAPTER = "adapter.gguf"   # the llama.cpp adapter of a GGUF student, beside its card in output_dir
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +57,28 @@ def collect_summaries(dirs: list[Path]) -> list[dict]:
     return out
 
 
+def trajectories_sha256(trajectories: list) -> str:
+    """A digest of what a student learns from collected trajectories: each one's chat (messages and tool
+    schemas, `Trajectory.to_chat`) in collection order; the timings a collection also records are left
+    out, so the same teacher on the same graph gives the same digest on any machine."""
+    h = hashlib.sha256()
+    for t in trajectories:
+        h.update(json.dumps(t.to_chat(), sort_keys=True, separators=(",", ":")).encode())
+    return h.hexdigest()
+
+
 def distill(student: StudentConfig, train: DistillConfig, train_dirs: list[Path], val_dirs: list[Path] | None = None,
             n_queries: int | None = None, teacher: str = "gpt-4.1", graph: str = "?", model=None, tokenizer=None,
-            ) -> TrainResult:
+            val_queries: int | None = None, command: str | None = None) -> TrainResult:
     """Build SFT data from the collections and train the student's LoRA adapter.
 
     `model`/`tokenizer` may be passed in (tests reuse a loaded student); else they are loaded from `student`.
+    `val_queries` keeps the first n validation queries (validation costs a forward pass per trajectory
+    each time). A GGUF student (SmolLM2 on CPU) also gets `GGUF_ADAPTER`, the adapter llama.cpp serves,
+    with the card and distill_info.json beside it in ``train.output_dir``: the files a shipped student holds.
     """
     train_trajs = first_queries(load_trajectories(*map(Path, train_dirs)), n_queries)
-    val_trajs = load_trajectories(*map(Path, val_dirs)) if val_dirs else []
+    val_trajs = first_queries(load_trajectories(*map(Path, val_dirs)), val_queries) if val_dirs else []
     tokenizer = tokenizer or load_tokenizer(student)
     kw = student.render_kwargs()
     train_chats = [c for c in map(trainable_chat, train_trajs) if c is not None]
@@ -79,6 +95,29 @@ def distill(student: StudentConfig, train: DistillConfig, train_dirs: list[Path]
     card: dict[str, Any] = {"teacher": teacher, "student": student.name, "graph": graph,
                             "queries": stats["train_queries"], "rejection_sampling": uses_labels,
                             "train_dirs": [str(d) for d in train_dirs], "val_dirs": [str(d) for d in val_dirs or []],
-                            "chat_template": student.chat_template, "enable_thinking": student.enable_thinking}
+                            "val_queries": len({str(t.query_id) for t in val_trajs}),
+                            "chat_template": student.chat_template, "enable_thinking": student.enable_thinking,
+                            "trajectories_sha256": trajectories_sha256(train_trajs),
+                            "sft_sha256": examples_sha256(train_ex)}
+    if command:
+        card["command"] = command
     model = model if model is not None else load_model(student)
-    return train_lora(model, tokenizer, train_ex, val_ex or None, train, card)
+    result = train_lora(model, tokenizer, train_ex, val_ex or None, train, card)
+    if student.gguf_file:
+        publish_gguf(result, train, card, Path(student.model) / student.gguf_file)
+    return result
+
+
+def publish_gguf(result: TrainResult, train: DistillConfig, card: dict[str, Any], base: Path) -> Path:
+    """Write the chosen adapter as `GGUF_ADAPTER` in ``train.output_dir`` (`ark.distill.gguf_adapter`), with
+    the card and distill_info.json naming it (its size and SHA-256, and the base's) beside it."""
+    from ark.distill.gguf_adapter import write_gguf_lora
+
+    out = write_gguf_lora(result.adapter_dir, train.output_dir / GGUF_ADAPTER, base_gguf=base)
+    data = out.read_bytes()
+    card["gguf"] = {"file": out.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                    "base": base.name, "base_sha256": hashlib.sha256(base.read_bytes()).hexdigest()}
+    write_card(train.output_dir, card, train, result)
+    write_card(result.adapter_dir, card, train, result)
+    log.info("GGUF adapter: %s (%d bytes)", out, len(data))
+    return out

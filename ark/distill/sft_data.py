@@ -117,6 +117,16 @@ def build_examples(chats: Iterable[dict[str, Any]], tokenizer, render_kwargs: di
     return examples
 
 
+def examples_sha256(examples: list[dict[str, Any]]) -> str:
+    """A digest of tokenized examples (their token ids and labels, in order): the SFT data a card names."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(json.dumps([e["input_ids"], e["labels"]], separators=(",", ":")).encode())
+    return h.hexdigest()
+
+
 def to_dataset(examples: list[dict[str, Any]]):
     """A `datasets.Dataset` with the columns TRL's SFTTrainer takes as pre-tokenized (input_ids, labels)."""
     from datasets import Dataset

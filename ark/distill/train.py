@@ -118,6 +118,39 @@ def sft_config(cfg: DistillConfig, has_eval: bool):
     )
 
 
+def progress_callback(write=print):
+    """A transformers `TrainerCallback` writing one line per log: optimizer step of all, training or
+    validation loss, time so far and the time left at the pace so far (CPU runs take an hour)."""
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):
+        start: float = 0.0
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+            write(f"training: {state.max_steps} optimizer steps (batch {args.per_device_train_batch_size} x "
+                  f"{args.gradient_accumulation_steps} accumulation), validation every {args.eval_steps} steps"
+                  if args.eval_strategy != "no" else f"training: {state.max_steps} optimizer steps, no validation")
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logs = logs or {}
+            if "loss" not in logs and "eval_loss" not in logs:
+                return
+            spent = time.perf_counter() - self.start
+            left = spent / state.global_step * (state.max_steps - state.global_step) if state.global_step else 0.0
+            what = (f"validation loss {logs['eval_loss']:.4f}" + (" (best)" if state.best_metric == logs["eval_loss"] else "")
+                    if "eval_loss" in logs else f"loss {logs['loss']:.4f}")
+            write(f"step {state.global_step}/{state.max_steps}  {what}  {_clock(spent)} spent, "
+                  f"about {_clock(left)} left", )
+
+    return Progress()
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
 def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[dict] | None,
                cfg: DistillConfig, card: dict[str, Any] | None = None) -> TrainResult:
     """Train a LoRA adapter on `model`; save the chosen adapter + tokenizer + model card to output_dir/adapter.
@@ -132,7 +165,7 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
     if not train_examples:
         raise ValueError("no training examples (every trajectory was empty or cut away by max_length)")
     has_eval = bool(val_examples)
-    callbacks = []
+    callbacks = [progress_callback()]
     if has_eval and cfg.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
     trainer = SFTTrainer(
@@ -176,11 +209,16 @@ def save_adapter(model, tokenizer, result: TrainResult, cfg: DistillConfig, card
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
+    write_card(out, card, cfg, result)
+    return out
+
+
+def write_card(folder: Path, card: dict[str, Any], cfg: DistillConfig, result: TrainResult) -> None:
+    """The model card (README.md) and distill_info.json (card, settings, outcome) in ``folder``."""
     info = {"card": card, "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
             "result": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(result).items()}}
-    (out / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
-    (out / CARD_FILE).write_text(model_card(card, cfg, result), encoding="utf-8")
-    return out
+    (folder / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
+    (folder / CARD_FILE).write_text(model_card(card, cfg, result), encoding="utf-8")
 
 
 def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) -> str:
@@ -201,6 +239,9 @@ def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) ->
         f"| graph(s) | {card.get('graph', '?')} |",
         f"| training queries | {card.get('queries', '?')} |",
         f"| training trajectories | {train.get('examples', 0)} |",
+        *([f"| teacher trajectories (sha256 of their chats) | {card['trajectories_sha256'][:16]} |"]
+          if card.get("trajectories_sha256") else []),
+        *([f"| SFT examples (sha256 of the token ids and labels) | {card['sft_sha256'][:16]} |"] if card.get("sft_sha256") else []),
         f"| training tokens (assistant-labelled) | {train.get('tokens', 0):,} ({train.get('assistant_tokens', 0):,}) |",
         f"| validation trajectories | {val['examples'] if val else 'none'} |",
         f"| LoRA | r {cfg.lora_r}, alpha {cfg.lora_alpha}, dropout {cfg.lora_dropout}, "
@@ -215,11 +256,19 @@ def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) ->
         f"| best validation loss | {result.best_eval_loss} |",
         f"| final training loss | {result.train_losses[-1] if result.train_losses else None} |",
         "",
-        "Serve with vLLM: `vllm serve <student base> --enable-lora --lora-modules ark-student=<this folder> "
-        f"--max-lora-rank {cfg.lora_r}` and point a `backbone` config at model `ark-student`.",
-        "",
     ]
-    extra = {k: v for k, v in card.items() if k not in {"teacher", "student", "graph", "queries", "rejection_sampling"}}
+    if card.get("gguf"):
+        g = card["gguf"]
+        lines += [f"Served by llama.cpp: `{g['file']}` ({g['bytes']:,} bytes, sha256 {g['sha256'][:16]}), a GGUF LoRA "
+                  f"adapter on `{g['base']}`, in the chat format the student was trained on "
+                  f"(`{card.get('chat_template')}`; `ark.llm.hermes`).", ""]
+    else:
+        lines += ["Serve with vLLM: `vllm serve <student base> --enable-lora --lora-modules ark-student=<this folder> "
+                  f"--max-lora-rank {cfg.lora_r}` and point a `backbone` config at model `ark-student`.", ""]
+    if card.get("command"):
+        lines += ["Rebuilt by:", "", "```", card["command"], "```", ""]
+    extra = {k: v for k, v in card.items()
+             if k not in {"teacher", "student", "graph", "queries", "rejection_sampling", "gguf", "command", "sft_sha256", "trajectories_sha256"}}
     if extra:
         lines += ["Other facts:", "", "```json", json.dumps(extra, indent=2, default=str), "```", ""]
     return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""The demo's distilled SmolLM2 students beside their teacher, the base model and BM25, on one demo split: the
+runs behind results/distill/demo_test.csv, each through `experiments/run.py` like any run.
+
+    python scripts/compare_students.py --out results/distill                 # the whole test split (480)
+    python scripts/compare_students.py --limit 100                           # its first 100 queries
+    python scripts/compare_students.py --student demo-smollm2-48=results/distill/demo-smollm2-48/adapter.gguf
+
+Rows: BM25; the full rule-based teacher (``backbone=rules``, budget t20_n3); the compact teacher the students
+learn from (``backbone=rules-compact``, ``budget=t4_n1_compact``); SmolLM2-135M without an adapter
+(``backbone=smollm2-base``) and each student (``backbone=smollm2-distilled`` with its adapter), both with one
+agent, T_max 4, temperature 0 and the compact prompt, served by llama.cpp in the format the students were
+trained on. Per row: Hit@1, Hit@5, Recall@20, MRR, model mistakes per step (bad JSON, unknown tool, no tool
+call, unseen ids) and, for a model, its retention: Hit@1 / the compact teacher's Hit@1, with a 95% interval
+from a paired bootstrap over the queries (1,000 resamples, seed 0). Run directories go under --runs (they
+resume: an interrupted student run goes on where it stopped). No paid API; a student takes about 8 s per
+query on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+COMPACT = ["budget=t4_n1_compact"]
+
+
+def run(label: str, overrides: list[str], runs: Path) -> Path:
+    """One run of experiments/run.py (resumed when its directory holds part of it); its run directory."""
+    out = runs / label
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), *overrides, f"out_dir={out}", "n_boot=0",
+           "progress=false"]
+    print(f"{label}: {' '.join(cmd[1:])}", flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    return out
+
+
+def per_query(run_dir: Path) -> dict[str, dict[str, float]]:
+    from ark.run.rundir import RunDir
+
+    rd = RunDir(run_dir)
+    return {m: rd.per_query_metric(m, include_failed=True) for m in METRICS}
+
+
+def mistakes_per_step(run_dir: Path) -> float | None:
+    from ark.run.rundir import RunDir
+
+    steps = bad = 0
+    for _, trajs in RunDir(run_dir).iter_trajectories(None):
+        for t in trajs:
+            steps += len(t.get("steps") or [])
+            bad += sum(1 for s in t.get("steps") or [] if s.get("error"))
+    return bad / steps if steps else None
+
+
+def retention(model: dict[str, float], teacher: dict[str, float], n_boot: int = 1000, seed: int = 0):
+    """Model Hit@1 / teacher Hit@1 over the same queries, with a paired bootstrap 95% interval."""
+    ids = sorted(set(model) & set(teacher))
+    a, b = [model[i] for i in ids], [teacher[i] for i in ids]
+    point = sum(a) / sum(b) if sum(b) else float("nan")
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(n_boot):
+        idx = [rng.randrange(len(ids)) for _ in ids]
+        tb = sum(b[i] for i in idx)
+        if tb:
+            draws.append(sum(a[i] for i in idx) / tb)
+    draws.sort()
+    lo, hi = (draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]) if draws else (float("nan"),) * 2
+    return point, lo, hi
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--split", default="test")
+    p.add_argument("--limit", type=int, default=None, help="the first n queries of the split (default: all)")
+    p.add_argument("--student", action="append", default=[], metavar="NAME=ADAPTER",
+                   help="a student besides the shipped one: its name and adapter.gguf (repeatable)")
+    p.add_argument("--runs", type=Path, default=ROOT / "results" / "runs" / "students")
+    p.add_argument("--out", type=Path, default=None, help="folder for demo_<split>.csv (default: print only)")
+    a = p.parse_args(argv)
+    students = {"smollm2-distilled": []}
+    for spec in a.student:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not Path(path).is_file():
+            raise SystemExit(f"--student {spec!r}: give NAME=ADAPTER with an existing adapter.gguf file")
+        students[name] = ["backbone=smollm2-distilled", f"backbone.name={name}",
+                          f"backbone.model=SmolLM2-135M-Instruct.Q4_1+{name}",
+                          f"backbone.local.lora_path={Path(path).resolve()}"]
+    base = ["graph=demo", f"split={a.split}"] + ([f"limit={a.limit}"] if a.limit else [])
+    suffix = f"_{a.split}" + (f"_limit{a.limit}" if a.limit else "")
+    points = {"bm25": base + ["retriever=bm25"], "rules": base + ["backbone=rules"],
+              "rules-compact": base + ["backbone=rules-compact"] + COMPACT,
+              "smollm2-base": base + ["backbone=smollm2-base"] + COMPACT}
+    points.update({name: base + (extra or ["backbone=smollm2-distilled"]) + COMPACT for name, extra in students.items()})
+    dirs = {label: run(label + suffix, overrides, a.runs) for label, overrides in points.items()}
+    scores = {label: per_query(d) for label, d in dirs.items()}
+    teacher = scores["rules-compact"]["hit@1"]
+    rows = []
+    for label, d in dirs.items():
+        s = scores[label]
+        row = {"retriever": label, "queries": len(s["hit@1"]),
+               **{m: round(sum(s[m].values()) / len(s[m]), 4) for m in METRICS}}
+        mps = mistakes_per_step(d) if label.startswith("smollm2") or label in students else None
+        row["mistakes_per_step"] = "" if mps is None else round(mps, 4)
+        if label.startswith("smollm2") or label in students:
+            point, lo, hi = retention(s["hit@1"], teacher)
+            row["retention"] = f"{point:.3f} [{lo:.3f}, {hi:.3f}]"
+        else:
+            row["retention"] = ""
+        rows.append(row)
+    cols = ["retriever", "queries", *METRICS, "mistakes_per_step", "retention"]
+    print(",".join(cols))
+    for r in rows:
+        print(",".join(str(r[c]) for c in cols))
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        with open(a.out / f"demo_{a.split}{'_limit' + str(a.limit) if a.limit else ''}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
