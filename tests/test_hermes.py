@@ -5,16 +5,19 @@ not in the core environment); the real server in tests/integration/test_local_he
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
 import pytest
 
 from ark.llm import hermes
-from ark.llm.client import BackboneConfig
+from ark.llm.client import BackboneConfig, LLMClient
 from ark.llm.llama_server import REVISION, serving_revision
 from ark.llm.local_server import LocalServer, LocalServerConfig
+from ark.llm.transport import TRANSPORTS
 from ark.tools import ToolConfig, ToolSet
+from tests.helpers.scripted_server import ScriptedServer, text_reply
 from tests.helpers.toy_graph import graph, index  # noqa: F401  (shared fixtures)
 
 URL = "http://127.0.0.1:8089/v1"
@@ -178,3 +181,16 @@ def test_the_student_trains_on_the_templates_the_server_renders_with():
     assert training_chat_template(None, "chatml_tools_compact") == HERMES_FORMATS["ark-hermes-compact"]
     assert "chatml_tools_compact" in CHAT_TEMPLATES
     assert re.search(r"{%-?\s*generation\s*-?%}", hermes.CHATML_TOOLS_COMPACT_TEMPLATE)
+
+
+@pytest.mark.parametrize("http", list(TRANSPORTS))
+def test_a_local_backbone_sends_the_tools_in_their_own_order(tools, http):
+    """The server renders the tool list as it receives it, so the keys must keep the order the student
+    was trained on (the canonical encoding of the cache key sorts them)."""
+    with ScriptedServer([text_reply("ok")]) as s:
+        client = LLMClient(BackboneConfig(base_url=s.base_url, model="m", http=http, max_retries=0))
+        asyncio.run(client.chat([{"role": "user", "content": "q"}], tools))
+        asyncio.run(client.aclose())
+    assert json.dumps(s.requests[0]["tools"]) == json.dumps(tools)
+    assert hermes.render([], s.requests[0]["tools"], template=hermes.CHATML_TOOLS_COMPACT_TEMPLATE) \
+        == hermes.render([], tools, template=hermes.CHATML_TOOLS_COMPACT_TEMPLATE)

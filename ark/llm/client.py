@@ -688,6 +688,12 @@ class LLMClient:
         body.update(body.pop("extra_body", None) or {})
         if tools:
             body["tools"] = tools
+        if tools and self.config.provider == "local":
+            # the local server writes the tool list into the prompt as it receives it (ark-hermes: each
+            # schema as JSON, or its parameters' names), so the keys keep the order the student was trained
+            # on; the cache key and the character count stay those of the canonical encoding
+            as_given = json.dumps(tools, separators=(",", ":"), ensure_ascii=False, default=str)
+            return encoded_chat_body(body, encoded[0], as_given)
         return encoded_chat_body(body, *encoded)
 
     def _parse(self, completion: Any, latency_s: float, attempts: int) -> ChatResponse:

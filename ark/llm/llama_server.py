@@ -26,7 +26,10 @@ Two chat formats of its own serve a student in the format it was trained on (`ar
 `hermes_handler` renders the request with `ark.llm.hermes.render` (the text transformers renders in
 training), completes it up to ``<|im_end|>`` through ``Llama.create_completion`` (so the server's RAM
 prompt cache serves it) and reads the Hermes blocks back as OpenAI ``tool_calls``. It follows the
-request's sampling settings and ignores ``tool_choice``: the student calls tools as it was trained to.
+request's sampling settings. A ``tool_choice`` naming a function (the agent's ``first_search`` and
+``final_select``) starts the reply with that call's opening, ``<tool_call>\n{"name": "<name>", "arguments":``,
+and decodes the arguments under a grammar made from the tool's JSON schema; "auto", "required" and
+"none" leave the reply to the model, which calls tools as it was trained to.
 
     python -m ark.llm.llama_server --model m.gguf --chat_format chatml-function-calling ...  # llama_cpp.server's flags
 
@@ -40,6 +43,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -144,14 +148,19 @@ def hermes_handler(template: str) -> Callable[..., Any]:
                 presence_penalty: float = 0.0, frequency_penalty: float = 0.0, repeat_penalty: float = 1.1,
                 tfs_z: float = 1.0, mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
                 model: str | None = None, logits_processor: Any = None, grammar: Any = None,
-                logit_bias: dict | None = None, **_: Any) -> dict:
+                logit_bias: dict | None = None, tool_choice: Any = None, **_: Any) -> dict:
         if stream:
             raise ValueError("the ark-hermes chat formats do not stream; send stream=false")
         if functions and not tools:
             tools = [{"type": "function", "function": f} for f in functions]
         prompt = hermes.render(messages, tools or None, template=template)
+        prefix = ""
+        forced = _forced_tool(tool_choice, tools)
+        if forced is not None:     # the call's opening, as the template writes it; its arguments under a grammar
+            prefix = '<tool_call>\n{"name": "' + forced["name"] + '", "arguments":'
+            grammar = _arguments_grammar(forced.get("parameters") or {})
         # the text as transformers tokenizes a rendered chat in training: special tokens parsed, no BOS added
-        tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        tokens = llama.tokenize((prompt + prefix).encode("utf-8"), add_bos=False, special=True)
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         completion = llama.create_completion(
             prompt=tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, typical_p=typical_p,
@@ -160,10 +169,11 @@ def hermes_handler(template: str) -> Callable[..., Any]:
             mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, model=model,
             logits_processor=logits_processor, grammar=grammar, logit_bias=logit_bias)
         choice = completion["choices"][0]
+        text = choice["text"] if forced is None else prefix + choice["text"].rstrip() + "}\n</tool_call>"
         if os.environ.get(PROMPT_LOG_ENV):
             with open(os.environ[PROMPT_LOG_ENV], "a", encoding="utf-8") as f:
-                f.write(json.dumps({"prompt": prompt, "text": choice["text"]}) + "\n")
-        reply = hermes.parse_tool_calls(choice["text"], id_prefix=f"call_{completion['id']}")
+                f.write(json.dumps({"prompt": prompt, "prefix": prefix, "text": text}) + "\n")
+        reply = hermes.parse_tool_calls(text, id_prefix=f"call_{completion['id']}")
         message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
@@ -174,6 +184,30 @@ def hermes_handler(template: str) -> Callable[..., Any]:
                 "usage": completion["usage"]}
 
     return handler
+
+
+def _forced_tool(tool_choice: Any, tools: list[dict] | None) -> dict | None:
+    """The function a ``{"type": "function", "function": {"name": ...}}`` tool choice names, or None."""
+    if not isinstance(tool_choice, dict):
+        return None
+    name = (tool_choice.get("function") or {}).get("name")
+    for tool in tools or []:
+        if (tool.get("function") or {}).get("name") == name:
+            return tool["function"]
+    raise ValueError(f"tool_choice names {name!r}, which is not among the request's tools")
+
+
+def _arguments_grammar(schema: dict) -> Any:
+    """A llama.cpp grammar for one space and a JSON object valid under ``schema`` (properties in the
+    schema's order), or any JSON object when the schema cannot be converted."""
+    from llama_cpp import llama_grammar
+
+    try:
+        gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(schema), prop_order=list(schema.get("properties") or []))
+    except Exception:   # a schema llama.cpp's converter does not support
+        gbnf = llama_grammar.JSON_GBNF
+    gbnf = re.sub(r"^root\s*::=", "ark-arguments ::=", gbnf, count=1, flags=re.MULTILINE)
+    return llama_grammar.LlamaGrammar.from_string('root ::= " " ark-arguments\n' + gbnf, verbose=False)
 
 
 def adapter_digest(path: str | Path) -> str:
