@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -53,7 +54,8 @@ def test_compact_template_lists_each_tool_as_its_name_and_parameters(tools):
     assert _tool_list(compact) == [f"{t['function']['name']}({', '.join(t['function']['parameters']['properties'])})"
                                    for t in tools]
     # the rest of the prompt is the same text
-    assert compact.replace("\n".join(_tool_list(compact)), "TOOLS") == full.replace("\n".join(_tool_list(full)), "TOOLS")
+    assert compact.replace("\n".join(_tool_list(compact)), "TOOLS") == \
+        full.replace("\n".join(_tool_list(full)), "TOOLS")
     assert len(compact) < len(full) - 1000
     no_params = [{"type": "function", "function": {"name": "finish", "description": "done",
                                                    "parameters": {"type": "object", "properties": {}}}},
@@ -80,10 +82,10 @@ def _assistant_text(prompt: str) -> str:
 
 @pytest.mark.parametrize("content", ["", "Searching first."])
 def test_tool_calls_read_back_from_the_rendered_assistant_turn(tools, content):
-    calls = [{"id": "x", "type": "function", "function": {"name": "search_graph",
-                                                          "arguments": '{"query": "Ehlers–Danlos \\"type 4\\"", "k": 5}'}},
-             {"id": "y", "type": "function", "function": {"name": "explore_neighbors",
-                                                          "arguments": '{"node_id":12,"relation":null}'}}]
+    calls = [{"id": "x", "type": "function",
+              "function": {"name": "search_graph", "arguments": '{"query": "Ehlers–Danlos \\"type 4\\"", "k": 5}'}},
+             {"id": "y", "type": "function",
+              "function": {"name": "explore_neighbors", "arguments": '{"node_id":12,"relation":null}'}}]
     messages = [*_chat(tools)[:2], {"role": "assistant", "content": content, "tool_calls": calls}]
     for template in (hermes.CHATML_TOOLS_TEMPLATE, hermes.CHATML_TOOLS_COMPACT_TEMPLATE):
         text = _assistant_text(hermes.render(messages, tools, template=template, add_generation_prompt=False))
@@ -119,9 +121,11 @@ def _gguf(path, payload: bytes):
 
 
 def test_local_block_bad_values_name_the_key_and_the_valid_ones(tmp_path):
-    cases = [({"chat": "ark-hermes"}, r"^backbone.local has no key 'chat'; valid keys: model_path, lora_path, chat_format$"),
-             ({"chat_format": "hermes"}, r"^backbone.local.chat_format 'hermes' is not valid; valid: chatml-function-calling"
-                                         r".*ark-hermes, ark-hermes-compact$"),
+    cases = [({"chat": "ark-hermes"},
+              r"^backbone.local has no key 'chat'; valid keys: model_path, lora_path, chat_format$"),
+             ({"chat_format": "hermes"},
+              r"^backbone.local.chat_format 'hermes' is not valid; valid: chatml-function-calling"
+              r".*ark-hermes, ark-hermes-compact$"),
              ({"lora_path": str(tmp_path / "none.gguf")}, r"^backbone.local.lora_path: no file at .*none.gguf$"),
              ({"lora_path": str(tmp_path)}, r"^backbone.local.lora_path: no file at "),
              ({"model_path": 3}, r"^backbone.local.model_path must be a path to a GGUF file or null, got 3$"),
@@ -194,3 +198,19 @@ def test_a_local_backbone_sends_the_tools_in_their_own_order(tools, http):
     assert json.dumps(s.requests[0]["tools"]) == json.dumps(tools)
     assert hermes.render([], s.requests[0]["tools"], template=hermes.CHATML_TOOLS_COMPACT_TEMPLATE) \
         == hermes.render([], tools, template=hermes.CHATML_TOOLS_COMPACT_TEMPLATE)
+
+
+@pytest.mark.parametrize("setting,message", [
+    ("+backbone.local.chat_format=hermes", "backbone.local.chat_format 'hermes' is not valid; valid: "
+                                           "chatml-function-calling, functionary-v2, chatml, llama-3, ark-hermes, "
+                                           "ark-hermes-compact"),
+    ("+backbone.local.lora=x.gguf", "backbone.local has no key 'lora'; valid keys: model_path, lora_path, chat_format"),
+])
+def test_ark_run_names_the_bad_local_block_value_in_one_line(setting, message, tmp_path, capsys):
+    from ark.cli.main import main
+
+    kg = Path(__file__).parent / "data" / "tables_kg"
+    code = main(["run", "graph=tables", f"graph.path={kg}", "backbone=local", setting, f"paths.data={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code != 0 and err.strip().splitlines() == [f"ark run: error: bad setting in backbone: {message}"]
+    assert not any(tmp_path.iterdir())

@@ -100,8 +100,9 @@ def load_tokenizer(cfg: StudentConfig):
 def training_chat_template(tokenizer, choice: str = "native") -> str:
     """The template to train on: prefix-preserving and with `{% generation %}` around assistant output.
 
-    "chatml_tools" and "chatml_tools_compact" return ark.llm.hermes' templates. "native" keeps the tokenizer's template when it already
-    has generation markers, else asks TRL for its training variant (Qwen3, Qwen2.5, Llama 3, ... ship one).
+    "chatml_tools" and "chatml_tools_compact" return ark.llm.hermes' templates. "native" keeps the
+    tokenizer's template when it already has generation markers, else asks TRL for its training variant
+    (Qwen3, Qwen2.5, Llama 3, ... ship one).
     """
     if choice not in CHAT_TEMPLATES:
         raise ValueError(f"chat_template={choice!r} is not valid; choose one of {list(CHAT_TEMPLATES)}")

@@ -59,7 +59,8 @@ REVISION = "ark.local_chat/2"
 HERMES_REVISION = "ark.hermes/1"
 DEFAULT_CHAT_FORMAT = "chatml-function-calling"
 # chat formats of this module's own: name -> the ark.llm.hermes template it renders with
-HERMES_FORMATS = {"ark-hermes": hermes.CHATML_TOOLS_TEMPLATE, "ark-hermes-compact": hermes.CHATML_TOOLS_COMPACT_TEMPLATE}
+HERMES_FORMATS = {"ark-hermes": hermes.CHATML_TOOLS_TEMPLATE,
+                  "ark-hermes-compact": hermes.CHATML_TOOLS_COMPACT_TEMPLATE}
 # the chat formats a LocalServer may run (llama-cpp-python's that parse tool calls, and ours)
 CHAT_FORMATS = (DEFAULT_CHAT_FORMAT, "functionary-v2", "chatml", "llama-3", *HERMES_FORMATS)
 # a file the ark-hermes handler appends each request's prompt and completion text to, one JSON line each

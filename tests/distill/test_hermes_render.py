@@ -21,7 +21,8 @@ def _trajectory(tools: list[dict]) -> list[dict]:
         {"role": "system", "content": "Answer with node ids. Quote \"exactly\" & keep <tags>."},
         {"role": "user", "content": "Which genes are linked to Ehlers–Danlos syndrome (type IV)?"},
         {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": search, "arguments": {"query": "Ehlers–Danlos <IV>"}}},
+            {"id": "c1", "type": "function",
+             "function": {"name": search, "arguments": {"query": "Ehlers–Danlos <IV>"}}},
             {"id": "c2", "type": "function", "function": {"name": neighbors, "arguments": '{"node_id": 3}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": '[3] disease "Ehlers–Danlos syndrome" <vascular>'},
         {"role": "tool", "tool_call_id": "c2", "content": "[7] gene/protein COL3A1\n[8] gene/protein TNXB"},

@@ -64,7 +64,7 @@ def served(request, tmp_path_factory):
         with serving(backbone) as server:
             assert server is not None and server.config.chat_format == request.param
             assert backbone.serving == serving_revision(request.param)
-            yield backbone, prompts, HERMES_FORMATS[request.param]
+            yield backbone, prompts, HERMES_FORMATS[request.param], server
     finally:
         mp.undo()
 
@@ -91,7 +91,7 @@ def vocab():
 
 
 def test_the_server_completes_the_rendered_prompt(served, vocab):
-    backbone, prompts, template = served
+    backbone, prompts, template, _ = served
     resp = _ask(backbone)
     seen = _last_logged(prompts)
     rendered = hermes.render(MESSAGES, TOOLS, template=template)
@@ -106,7 +106,7 @@ def test_the_server_completes_the_rendered_prompt(served, vocab):
 
 
 def test_a_named_tool_choice_opens_the_call_and_it_comes_back_structured(served, vocab):
-    backbone, prompts, template = served
+    backbone, prompts, template, server = served
     resp = _ask(backbone, tool_choice={"type": "function", "function": {"name": "search_graph"}})
     seen = _last_logged(prompts)
     rendered = hermes.render(MESSAGES, TOOLS, template=template)
@@ -120,3 +120,5 @@ def test_a_named_tool_choice_opens_the_call_and_it_comes_back_structured(served,
         [(c["function"]["name"], c["function"]["arguments"]) for c in expected.tool_calls]
     assert isinstance(json.loads(resp.tool_calls[0].arguments)["query"], str)   # under the tool's schema
     assert resp.finish_reason == "tool_calls" and "<tool_call>" not in (resp.content or "")
+    # the completions went through Llama.create_completion's RAM prompt cache (the server's --cache)
+    assert server.log_path.read_text(errors="replace").count("Llama._create_completion: cache save") >= 2
