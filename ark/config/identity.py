@@ -59,7 +59,10 @@ NOT_IDENTITY = ("hydra", "paths", "out_dir", "_no_limit", "run_dir_name", "progr
                 "estimate", "pilot", "estimate_queries", "confirm_usd", "yes", "max_cost_usd", "sweep_ledger",
                 "run_dir_suffix", "backbone.rpm", "backbone.tpm", "backbone.price",
                 # batch mode: the same requests, replies and records, sent another way at another price
-                "backbone.batch", "backbone.batch_poll_s", "backbone.batch_window")
+                "backbone.batch", "backbone.batch_poll_s", "backbone.batch_window",
+                # what a local server loads, from where: its chat format and adapter digest are in
+                # backbone.serving and its model's name in backbone.model, which the identity keeps
+                "backbone.local")
 ARK_ONLY = ("backbone", "budget", "ablation")
 TARGET = "_target_"   # Hydra's class import path: not a setting
 DATA_KEYS = ("data.graph", "data.queries")   # the identity's data fingerprints (`data_identity`)

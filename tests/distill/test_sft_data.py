@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from ark.distill import sft_data
 from ark.distill.sft_data import IGNORE_INDEX
-from ark.distill.student import StudentConfig, parse_tool_calls, training_chat_template
+from ark.distill.student import StudentConfig, training_chat_template
 
 pytestmark = pytest.mark.distill
 
@@ -98,19 +97,6 @@ def test_trajectories_read_from_jsonl_and_from_the_run_directory_agree(collected
     assert {key(t): t.to_chat() for t in from_jsonl} == {key(t): t.to_chat() for t in per_query}
 
 
-def test_parse_tool_calls_reads_hermes_blocks():
-    text = ('<tool_call>\n{"name": "search_graph", "arguments": {"query": "marfan"}}\n</tool_call>\n'
-            '<tool_call>{"name": "select", "arguments": "{\\"node_ids\\": [3]}"}</tool_call>'
-            '<tool_call>{"name": broken}</tool_call><tool_call>\n{"name": "finish", "arguments": {}}')
-    assert parse_tool_calls(text) == [
-        {"name": "search_graph", "arguments": {"query": "marfan"}},
-        {"name": "select", "arguments": {"node_ids": [3]}},
-        {"name": "finish", "arguments": {}},
-    ]
-    assert parse_tool_calls("The answer is Marfan syndrome.") == []
-    assert json.loads(json.dumps(parse_tool_calls(text)))  # plain JSON-able records
-
-
 def test_bad_chat_template_choice_names_the_valid_ones():
-    with pytest.raises(ValueError, match=r"chat_template='qwen'.*\['native', 'chatml_tools'\]"):
+    with pytest.raises(ValueError, match=r"chat_template='qwen'.*\['native', 'chatml_tools', 'chatml_tools_compact'\]"):
         StudentConfig(chat_template="qwen")

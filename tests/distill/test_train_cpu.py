@@ -15,7 +15,8 @@ import time
 import pytest
 
 from ark.distill import sft_data
-from ark.distill.student import generate, load_model, parse_tool_calls
+from ark.distill.student import generate, load_model
+from ark.llm.hermes import parse_tool_calls
 from ark.distill.train import CARD_FILE, INFO_FILE, DistillConfig, example_loss, load_adapter
 from ark.distill.pipeline import distill, first_queries
 
@@ -83,12 +84,13 @@ def test_reloaded_student_has_the_trained_weights_and_emits_a_tool_call(trained,
     for chat, temperature, seed in tries:
         outputs.append(generate(student, student_tokenizer, student_cfg, chat["messages"][:2], chat["tools"],
                                 max_new_tokens=96, temperature=temperature, seed=seed))
-        calls = parse_tool_calls(outputs[-1])
+        calls = parse_tool_calls(outputs[-1]).tool_calls
         if calls:
             break
     print(f"\nstudent replies: {outputs}")
     assert calls, f"no parsable tool call in {outputs!r}"
-    assert all(c["name"] in names and isinstance(c["arguments"], dict) for c in calls)
+    assert all(c["function"]["name"] in names and isinstance(json.loads(c["function"]["arguments"]), dict)
+               for c in calls)
 
 
 def test_first_queries_keeps_whole_queries_in_order(collected):
