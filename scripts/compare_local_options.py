@@ -49,7 +49,7 @@ def overrides(variant: str, args, name_first: str = "none") -> list[str]:
             f"budget.agent.t_max={args.t_max}", f"budget.agent.n_agents={args.n_agents}",
             f"experiment_name=local-options-{variant}", "concurrency=1", "progress=false",
             # the demo's toolset: small observations keep SmolLM2's prompts short
-            "budget.neighbors_k=10", "+ablation.tools.max_observation_tokens=600", "+ablation.tools.snippet_chars=100",
+            "budget.neighbors_k=10", "+ablation.tools.max_observation_tokens=600", "ablation.tools.snippet_chars=100",
             *[f"budget.agent.{o}={str(o in on).lower()}" for o in OPTIONS],
             f"search.setup.config.name_first={name_first}"]
 

@@ -9,7 +9,8 @@ Rows: BM25; the full rule-based teacher (``backbone=rules``, budget t20_n3); the
 learn from (``backbone=rules-compact``, ``budget=t4_n1_compact``); SmolLM2-135M without an adapter
 (``backbone=smollm2-base``) and each student (``backbone=smollm2-distilled`` with its adapter), both with one
 agent, T_max 4, temperature 0 and the compact prompt, served by llama.cpp in the format the students were
-trained on. Per row: Hit@1, Hit@5, Recall@20, MRR, model mistakes per step (bad JSON, unknown tool, no tool
+trained on; and the shipped student with the agent option ``final_select`` (its last step must call
+``select``, decoded under the tool's schema). Per row: Hit@1, Hit@5, Recall@20, MRR, model mistakes per step (bad JSON, unknown tool, no tool
 call, unseen ids) and, for a model, its retention: Hit@1 / the compact teacher's Hit@1, with a 95% interval
 from a paired bootstrap over the queries (1,000 resamples, seed 0). Run directories go under --runs (they
 resume: an interrupted student run goes on where it stopped). No paid API; a student takes about 8 s per
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
               "rules-compact": base + ["backbone=rules-compact"] + COMPACT,
               "smollm2-base": base + ["backbone=smollm2-base"] + COMPACT}
     points.update({name: base + (extra or ["backbone=smollm2-distilled"]) + COMPACT for name, extra in students.items()})
+    # the shipped student with the agent option that makes its last step a select (conf/budget: final_select)
+    points["smollm2-distilled-final_select"] = points["smollm2-distilled"] + ["budget.agent.final_select=true"]
     dirs = {label: run(label + suffix, overrides, a.runs) for label, overrides in points.items()}
     scores = {label: per_query(d) for label, d in dirs.items()}
     teacher = scores["rules-compact"]["hit@1"]

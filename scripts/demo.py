@@ -116,8 +116,17 @@ async def run_ark(retriever: ARKRetriever, queries) -> list[tuple[Retrieval | No
 
 
 METRICS_SHOWN = ("hit@1", "hit@5", "recall@20", "mrr")
-RECORDED = Path(__file__).resolve().parents[1] / "results" / "distill" / "demo_test.csv"
-RECORDED_COMMAND = "python scripts/compare_students.py --out results/distill"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "distill"
+
+
+def recorded() -> Path | None:
+    """The recorded comparison on the test split: demo_test.csv (all 480 queries), else the largest
+    demo_test_limit<n>.csv (its first n), as `scripts/compare_students.py --out` writes them."""
+    whole = RESULTS / "demo_test.csv"
+    if whole.is_file():
+        return whole
+    parts = sorted(RESULTS.glob("demo_test_limit*.csv"), key=lambda p: int(p.stem.rsplit("limit", 1)[1]))
+    return parts[-1] if parts else None
 
 
 def retriever_of(graph, backbone_name: str, root: str):
@@ -148,20 +157,26 @@ def mistakes_per_step(results) -> str:
 
 
 def print_recorded() -> None:
-    """The full demo test split, as recorded in results/ (`RECORDED`), with the command that remakes it."""
-    print(f"\n=== recorded: the whole demo test split ({RECORDED.relative_to(RECORDED.parents[2])}) ===")
-    if not RECORDED.is_file():
-        print(f"(not recorded yet: {RECORDED_COMMAND})")
+    """The demo test split as recorded in results/distill (`recorded`), with the command that remakes it."""
+    path = recorded()
+    limit = path.stem.rsplit("limit", 1)[1] if path is not None and "limit" in path.stem else None
+    command = "python scripts/compare_students.py --out results/distill" + (f" --limit {limit}" if limit else "")
+    if path is None:
+        print(f"\n(no recorded comparison yet: {command})")
         return
+    what = f"its first {limit} queries" if limit else "all of it"
+    print(f"\n=== recorded: the demo test split, {what} (results/distill/{path.name}) ===")
     import csv
 
-    with open(RECORDED, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    cols = [c for c in ("retriever", "queries", *METRICS_SHOWN, "mistakes_per_step") if rows and c in rows[0]]
-    print("  ".join(f"{c:>18}" if i == 0 else f"{c:>10}" for i, c in enumerate(cols)))
+    cols = [c for c in ("retriever", "queries", *METRICS_SHOWN, "mistakes_per_step", "retention")
+            if rows and c in rows[0]]
+    width = {"retriever": 31, "retention": 22}
+    print("".join(f"{c:>{width.get(c, 10)}}" for c in cols))
     for r in rows:
-        print("  ".join(f"{r[c]:>18}" if i == 0 else f"{r[c]:>10}" for i, c in enumerate(cols)))
-    print(f"remade by: {RECORDED_COMMAND}")
+        print("".join(f"{r[c]:>{width.get(c, 10)}}" for c in cols))
+    print(f"remade by: {command}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,31 +68,31 @@ def trajectories_sha256(trajectories: list) -> str:
     return h.hexdigest()
 
 
-def distill(student: StudentConfig, train: DistillConfig, train_dirs: list[Path], val_dirs: list[Path] | None = None,
-            n_queries: int | None = None, teacher: str = "gpt-4.1", graph: str = "?", model=None, tokenizer=None,
-            val_queries: int | None = None, command: str | None = None) -> TrainResult:
-    """Build SFT data from the collections and train the student's LoRA adapter.
+@dataclass
+class SFTInputs:
+    """What a student is trained on and what its card says of it (`sft_inputs`)."""
 
-    `model`/`tokenizer` may be passed in (tests reuse a loaded student); else they are loaded from `student`.
-    `val_queries` keeps the first n validation queries (validation costs a forward pass per trajectory
-    each time). A GGUF student (SmolLM2 on CPU) also gets `GGUF_ADAPTER`, the adapter llama.cpp serves,
-    with the card and distill_info.json beside it in ``train.output_dir``: the files a shipped student holds.
-    """
+    train: list[dict]  # tokenized examples (`ark.distill.sft_data.build_examples`)
+    val: list[dict]
+    card: dict[str, Any]  # teacher, student, data digests, ... (the model card's facts)
+    stats: dict[str, Any]  # dataset_stats of train and val, queries, whether labels were used
+
+
+def sft_inputs(student: StudentConfig, train: DistillConfig, train_dirs: list[Path], val_dirs: list[Path] | None,
+               tokenizer, n_queries: int | None = None, teacher: str = "gpt-4.1", graph: str = "?",
+               val_queries: int | None = None, command: str | None = None) -> SFTInputs:
+    """The SFT examples of the collections (the first `n_queries` train and `val_queries` val queries) and
+    the card's facts: teacher, student, template, the digests of the trajectories and of the examples."""
     train_trajs = first_queries(load_trajectories(*map(Path, train_dirs)), n_queries)
     val_trajs = first_queries(load_trajectories(*map(Path, val_dirs)), val_queries) if val_dirs else []
-    tokenizer = tokenizer or load_tokenizer(student)
     kw = student.render_kwargs()
     train_chats = [c for c in map(trainable_chat, train_trajs) if c is not None]
     val_chats = [c for c in map(trainable_chat, val_trajs) if c is not None]
     train_ex = build_examples(train_chats, tokenizer, kw, train.max_length)
     val_ex = build_examples(val_chats, tokenizer, kw, train.max_length)
-    summaries = collect_summaries(list(map(Path, train_dirs)))
-    uses_labels = any(s.get("uses_labels") for s in summaries)
+    uses_labels = any(s.get("uses_labels") for s in collect_summaries(list(map(Path, train_dirs))))
     stats = {"train": dataset_stats(train_ex), "val": dataset_stats(val_ex),
              "train_queries": len({str(t.query_id) for t in train_trajs}), "uses_labels": uses_labels}
-    train.output_dir.mkdir(parents=True, exist_ok=True)
-    (train.output_dir / "data_stats.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
-    log.info("SFT data: %s", stats)
     card: dict[str, Any] = {"teacher": teacher, "student": student.name, "graph": graph,
                             "queries": stats["train_queries"], "rejection_sampling": uses_labels,
                             "train_dirs": [str(d) for d in train_dirs], "val_dirs": [str(d) for d in val_dirs or []],
@@ -101,10 +102,28 @@ def distill(student: StudentConfig, train: DistillConfig, train_dirs: list[Path]
                             "sft_sha256": examples_sha256(train_ex)}
     if command:
         card["command"] = command
+    return SFTInputs(train_ex, val_ex, card, stats)
+
+
+def distill(student: StudentConfig, train: DistillConfig, train_dirs: list[Path], val_dirs: list[Path] | None = None,
+            n_queries: int | None = None, teacher: str = "gpt-4.1", graph: str = "?", model=None, tokenizer=None,
+            val_queries: int | None = None, command: str | None = None) -> TrainResult:
+    """Build SFT data from the collections (`sft_inputs`) and train the student's LoRA adapter.
+
+    `model`/`tokenizer` may be passed in (tests reuse a loaded student); else they are loaded from `student`.
+    `val_queries` keeps the first n validation queries (validation costs a forward pass per trajectory
+    each time). A GGUF student (SmolLM2 on CPU) also gets `GGUF_ADAPTER`, the adapter llama.cpp serves,
+    with the card and distill_info.json beside it in ``train.output_dir``: the files a shipped student holds.
+    """
+    tokenizer = tokenizer or load_tokenizer(student)
+    data = sft_inputs(student, train, train_dirs, val_dirs, tokenizer, n_queries, teacher, graph, val_queries, command)
+    train.output_dir.mkdir(parents=True, exist_ok=True)
+    (train.output_dir / "data_stats.json").write_text(json.dumps(data.stats, indent=2), encoding="utf-8")
+    log.info("SFT data: %s", data.stats)
     model = model if model is not None else load_model(student)
-    result = train_lora(model, tokenizer, train_ex, val_ex or None, train, card)
+    result = train_lora(model, tokenizer, data.train, data.val or None, train, data.card)
     if student.gguf_file:
-        publish_gguf(result, train, card, Path(student.model) / student.gguf_file)
+        publish_gguf(result, train, data.card, Path(student.model) / student.gguf_file)
     return result
 
 

