@@ -172,7 +172,7 @@ def print_recorded() -> None:
         rows = list(csv.DictReader(f))
     cols = [c for c in ("retriever", "queries", *METRICS_SHOWN, "mistakes_per_step", "retention")
             if rows and c in rows[0]]
-    width = {"retriever": 31, "retention": 22}
+    width = {"retriever": 31, "mistakes_per_step": 19, "retention": 22}
     print("".join(f"{c:>{width.get(c, 10)}}" for c in cols))
     for r in rows:
         print("".join(f"{r[c]:>{width.get(c, 10)}}" for c in cols))
@@ -187,10 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--student", default="smollm2-distilled",
                    help="the local backbone to run: smollm2-distilled (the shipped student) or smollm2-base "
                         "(the same model, prompt and format without the adapter)")
-    p.add_argument("--show", type=int, default=1, help="which query's student trajectory to print (1-based)")
+    p.add_argument("--show", type=int, default=0,
+                   help="which query's student trajectory to print (1-based; default: the first where it selected nodes)")
     args = p.parse_args(argv)
-    if args.queries < 1 or not 1 <= args.show <= args.queries:
-        raise SystemExit(f"--queries must be at least 1 and --show from 1 to --queries, got {args.queries} and {args.show}")
+    if args.queries < 1 or not 0 <= args.show <= args.queries:
+        raise SystemExit(f"--queries must be at least 1 and --show from 0 (the first query where the student selected "
+                         f"nodes) to --queries, got {args.queries} and {args.show}")
     t_start = time.perf_counter()
 
     print("[1/4] preparing the demo graph and its BM25 index ...", flush=True)
@@ -222,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     print("[4/4] the local model server is stopped", flush=True)
 
     rows = student_results or [(None, setup_error or "not run")] * len(queries)
-    i = args.show - 1
+    i = args.show - 1 if args.show else next((j for j, (r, _) in enumerate(rows) if r and r.ranking), 0)
     q, (ret, err) = queries[i], rows[i]
     toolset = teacher.agent.toolset   # the same tools the student used (budget t4_n1_compact)
     reach = query_reach(toolset, q.id, q.text, q.answer_ids, REACH)[0]
