@@ -139,8 +139,9 @@ def retriever_of(graph, backbone_name: str, root: str):
 
     cfg = compose(["graph=demo", f"backbone={backbone_name}", "budget=t4_n1_compact", f"paths.data={root}"])
     backbone = instantiate(cfg.backbone)
+    # no reply cache: the demo shows the model live, every time
     retriever = build_ark(graph, backbone, instantiate(cfg.budget.agent), instantiate(cfg.ablation.tools),
-                          llm_cache=cfg.paths.llm_cache, index_cache=cfg.paths.index_cache)
+                          llm_cache=None, index_cache=cfg.paths.index_cache)
     return retriever, backbone
 
 
