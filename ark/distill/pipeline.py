@@ -130,13 +130,14 @@ def distill(student: StudentConfig, train: DistillConfig, train_dirs: list[Path]
 def publish_gguf(result: TrainResult, train: DistillConfig, card: dict[str, Any], base: Path) -> Path:
     """Write the chosen adapter as `GGUF_ADAPTER` in ``train.output_dir`` (`ark.distill.gguf_adapter`), with
     the card and distill_info.json naming it (its size and SHA-256, and the base's) beside it."""
+    from ark.data.sources import file_digest
     from ark.distill.gguf_adapter import write_gguf_lora
 
     out = write_gguf_lora(result.adapter_dir, train.output_dir / GGUF_ADAPTER, base_gguf=base)
-    data = out.read_bytes()
-    card["gguf"] = {"file": out.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                    "base": base.name, "base_sha256": hashlib.sha256(base.read_bytes()).hexdigest()}
+    size = out.stat().st_size
+    card["gguf"] = {"file": out.name, "bytes": size, "sha256": file_digest(out),
+                    "base": base.name, "base_sha256": file_digest(base)}
     write_card(train.output_dir, card, train, result)
     write_card(result.adapter_dir, card, train, result)
-    log.info("GGUF adapter: %s (%d bytes)", out, len(data))
+    log.info("GGUF adapter: %s (%d bytes)", out, size)
     return out
