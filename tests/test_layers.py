@@ -5,6 +5,7 @@ that reaches up a layer, or two modules that import each other, fail here before
 diagram. The layers, lowest first (a module may import its own layer and the ones below):
 
     ark.atomic, ark.logs, ark.fusion,      mechanisms with no ark imports of their own;
+    ark.coalesce                           (writes of one turn of the event loop done as one)
     ark.home                               where the data lives (ARK_HOME)
     ark.cost                               prices, ledgers, the spending cap, the forecast's arithmetic
     ark.llm, ark.data                      LLM clients; graphs and their sources
@@ -29,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ARK = REPO / "ark"
 LAYERS = [
-    ("ark.atomic", "ark.logs", "ark.fusion", "ark.home"),
+    ("ark.atomic", "ark.logs", "ark.fusion", "ark.coalesce", "ark.home"),
     ("ark.cost",),
     ("ark.llm", "ark.data"),
     ("ark.search", "ark.trajectory"),

@@ -14,6 +14,11 @@ calls in flight have finished waits for them; one that would not fit even then r
 flight finish, and their replies are paid, cached and kept. Without a cap a budget reserves and records
 what is paid the same way.
 
+The calls that one turn of the event loop starts are reserved together, in one locked append per ledger
+(`Ledger.hold_many`, `ark.coalesce`), each before its request is sent; the replies that one turn receives
+are settled together the same way (`settle_soon`). Hundreds of calls ending at once cost a few appends,
+not hundreds, and each caller still goes on only once its own line is written.
+
 The agent ends a trajectory whose call raised `BudgetExhausted` as it does one whose call failed
 (`ark.agent`); the runner (`ark.run.spending`) does not record a query cut short this way, stops
 starting queries, and ends the run ``incomplete`` with the stop reason ``budget``. Rerunning with a
@@ -22,7 +27,7 @@ made, so no reply is paid twice.
 
     budget = Budget(cap_usd=5.0, run=Ledger(run_dir / RUN_LEDGER), label="prime/ark-gpt-4.1-t20_n3-full")
     ticket = await budget.reserve(client.price, messages, tools, max_tokens=1024)   # BudgetExhausted at the cap
-    budget.settle(ticket, response)                                         # into the ledgers
+    await budget.settle_soon(ticket, response)                              # into the ledgers
 
 A batch (`ark.llm.batch`) is reserved whole, its worst case in one reservation held by its pending file
 (`reserve_usd` with ``by``), and settled with each of its replies (`settle_each`); a run that re-attaches
@@ -37,6 +42,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any
 
+from ark.coalesce import Coalescer
 from ark.cost.ledger import Ledger
 from ark.cost.prices import money
 from ark.cost.tokens import CHARS_PER_TOKEN, prompt_chars
@@ -86,6 +92,9 @@ class Budget:
         self.paid = 0.0          # paid by this process
         self.refused = 0         # calls refused at the cap
         self._lock = threading.Lock()
+        # the calls of one turn of the event loop are reserved, and settled, in one append per ledger
+        self._holds = Coalescer(self._hold_all, undo=self._release)
+        self._settles = Coalescer(self._settle_all)
         for ledger in self.ledgers:   # calls a killed attempt left in flight: paid at their worst case
             ledger.reconcile()
         self.run_paid_before = run.total() if run is not None else 0.0
@@ -100,20 +109,36 @@ class Budget:
                 f"${money(self.spent())}); no new LLM call starts. Rerun with a higher max_cost_usd to go on "
                 "(the LLM cache answers every call already paid for)")
 
-    def _hold(self, worst: float, by: str | None = None) -> Ticket | None:
-        """The call's reservation in every ledger, the capped one checked against the cap; None when it
-        does not fit there."""
-        if self.capped is None:
-            if self.cap_usd is not None and self.paid + self.reserved + worst > self.cap_usd:
-                return None
-            self.reserved += worst
-            return Ticket(worst)
-        first = self.capped.hold(worst, self.label, self.cap_usd, by=by)
-        if first is None:
-            return None
-        holds = [(self.capped, first)] + [(x, x.hold(worst, self.label, by=by)) for x in self.ledgers[1:]]
-        self.reserved += worst
-        return Ticket(worst, holds)
+    def _hold_all(self, asks: list[tuple[float, str | None]]) -> list[Ticket | None]:
+        """Reservations for the calls ``(worst case, holder)`` in every ledger, one locked append per
+        ledger, the capped one checked against the cap; None for a call that does not fit there (or when
+        the budget is exhausted)."""
+        with self._lock:
+            if self.exhausted:
+                return [None] * len(asks)
+            if self.capped is None:
+                out = []
+                for worst, _ in asks:
+                    fits = self.cap_usd is None or self.paid + self.reserved + worst <= self.cap_usd
+                    self.reserved += worst if fits else 0.0
+                    out.append(Ticket(worst) if fits else None)
+                return out
+            by = [b for _, b in asks]
+            first = self.capped.hold_many([w for w, _ in asks], self.label, self.cap_usd, by)
+            took = [i for i, hid in enumerate(first) if hid is not None]
+            tickets: list[Ticket | None] = [None] * len(asks)
+            for i in took:
+                tickets[i] = Ticket(asks[i][0], [(self.capped, first[i])])
+            for ledger in self.ledgers[1:]:
+                for i, hid in zip(took, ledger.hold_many([asks[i][0] for i in took], self.label, by=[by[i] for i in took])):
+                    tickets[i].holds.append((ledger, hid))
+            self.reserved += sum(asks[i][0] for i in took)
+            return tickets
+
+    def _release(self, ask: tuple[float, str | None], ticket: Ticket | None) -> None:
+        """Undo a reservation its caller never took (its task was cancelled): settled as failed."""
+        if ticket is not None:
+            self.settle(ticket, None)
 
     def _room_may_free(self) -> bool:
         """Whether calls in flight (this process's or another's) may still free room: dead processes'
@@ -136,12 +161,15 @@ class Budget:
             raise BudgetExhausted("this process may spend no more: the sweep that started it has ended")
         while True:
             with self._lock:
-                if not self.exhausted:
-                    ticket = self._hold(worst, by)
-                    if ticket is not None:
-                        return ticket
-                    if not self._room_may_free():
-                        self.exhausted = True
+                if self.exhausted:
+                    self.refused += 1
+                    raise BudgetExhausted(self.why())
+            ticket = await self._holds.submit((worst, by))   # with the other calls of this turn of the loop
+            if ticket is not None:
+                return ticket
+            with self._lock:
+                if not self.exhausted and not self._room_may_free():
+                    self.exhausted = True
                 if self.exhausted:
                     self.refused += 1
                     raise BudgetExhausted(self.why())
@@ -150,16 +178,31 @@ class Budget:
     def settle(self, ticket: Ticket, response: Any | None) -> None:
         """Close a reservation: a reply (not from the cache) goes to the ledgers at its cost, a call that
         failed at nothing."""
-        paid = response is not None and not getattr(response, "cached", False)
-        with self._lock:
-            self.reserved -= ticket.worst_usd
-            if paid:
-                self.paid += response.cost_usd
-        usd = response.cost_usd if paid else 0.0
-        pt, ct = (response.prompt_tokens, response.completion_tokens) if paid else (0, 0)
-        for ledger, hid in ticket.holds:
-            ledger.settle(hid, usd, pt, ct, self.label, paid=paid,
-                          cached=getattr(response, "cached_tokens", 0) if paid else 0)
+        self._settles.now((ticket, response))
+
+    def settle_soon(self, ticket: Ticket, response: Any | None) -> asyncio.Future:
+        """`settle` at the end of this turn of the event loop, with the turn's other settlements (one append
+        per ledger); the future is done once it is written, and it is written even if no one awaits it."""
+        return self._settles.enqueue((ticket, response))
+
+    def _settle_all(self, done: list[tuple[Ticket, Any | None]]) -> list[None]:
+        """Settlements of several calls, one locked append per ledger."""
+        lines: dict[int, tuple[Ledger, list[dict]]] = {}
+        for ticket, response in done:
+            paid = response is not None and not getattr(response, "cached", False)
+            with self._lock:
+                self.reserved -= ticket.worst_usd
+                if paid:
+                    self.paid += response.cost_usd
+            usd = response.cost_usd if paid else 0.0
+            pt, ct = (response.prompt_tokens, response.completion_tokens) if paid else (0, 0)
+            cached = getattr(response, "cached_tokens", 0) if paid else 0
+            for ledger, hid in ticket.holds:
+                lines.setdefault(id(ledger), (ledger, []))[1].append(
+                    ledger.settlement(hid, usd, pt, ct, self.label, paid=paid, cached=cached))
+        for ledger, todo in lines.values():
+            ledger.settle_many(todo)
+        return [None] * len(done)
 
     def settle_each(self, ticket: Ticket, responses: list) -> None:
         """Close a batch's reservation with its replies (each at its cost; none: it failed)."""

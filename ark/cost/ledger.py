@@ -62,9 +62,10 @@ class Ledger:
         self._wlock = threading.Lock()
 
     # -- writing -----------------------------------------------------------------------------
-    def _append(self, lines: list[dict], check=None) -> bool:
+    def _append(self, lines: list[dict], check=None, keep: list[bool] | None = None) -> bool:
         """Append ``lines`` under the file's exclusive lock; with ``check``, only when ``check()`` (called
-        under the lock, after the ledger read every line before it) says so."""
+        under the lock, after the ledger read every line before it) says so, and then only the lines whose
+        ``keep`` flag (which ``check`` may set) is True."""
         with self._wlock:   # a flock is the descriptor's: threads of this process take turns here first
             fd = self._descriptor()
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -88,6 +89,8 @@ class Ledger:
                         ok = check()
                     if not ok:
                         return False
+                if keep is not None:
+                    lines = [line for line, k in zip(lines, keep) if k]
                 if lines:
                     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
                     whole = os.write(fd, data) == len(data)
@@ -129,20 +132,47 @@ class Ledger:
         """Reserve ``worst_usd`` for a call about to be sent and return the reservation's id; None (nothing
         written) when ``cap`` is set and `committed` plus ``worst_usd`` would pass it. ``by``: who holds it
         (`ark.cost.holder`; default this process)."""
-        hid = f"{os.getpid()}.{next(_ids)}.{time.monotonic_ns() % 10**9}"
-        line = {"t": round(time.time(), 3), "hold": hid, "worst": worst_usd, "by": by or holder.me(), "run": run}
-        fits = None if cap is None else (lambda: self._usd + self._in_flight() + worst_usd <= cap + 1e-12)
-        return hid if self._append([line], fits) else None
+        return self.hold_many([worst_usd], run, cap, [by])[0]
+
+    def hold_many(self, worst_usd: list[float], run: str = "", cap: float | None = None,
+                  by: list[str | None] | None = None) -> list[str | None]:
+        """`hold` for several calls in one locked append: each, in order, is reserved when it fits under
+        ``cap`` beside everything committed and the ones before it (its id), else not (None)."""
+        me = holder.me()
+        lines = [{"t": round(time.time(), 3), "hold": f"{os.getpid()}.{next(_ids)}.{time.monotonic_ns() % 10**9}",
+                  "worst": w, "by": (by[i] if by else None) or me, "run": run} for i, w in enumerate(worst_usd)]
+        taken = [True] * len(lines)
+
+        def fits() -> bool:
+            room = cap + 1e-12 - self._usd - self._in_flight()
+            for i, line in enumerate(lines):
+                taken[i] = line["worst"] <= room
+                room -= line["worst"] if taken[i] else 0.0
+            return any(taken)
+
+        if not self._append(lines, None if cap is None else fits, keep=taken):
+            return [None] * len(lines)
+        return [line["hold"] if ok else None for line, ok in zip(lines, taken)]
+
+    @staticmethod
+    def settlement(hold_id: str, usd: float, prompt: int = 0, completion: int = 0, run: str = "",
+                   paid: bool = True, cached: int = 0) -> dict:
+        """The line closing the reservation ``hold_id`` (`settle`)."""
+        line = {"t": round(time.time(), 3), "settles": hold_id, "usd": usd if paid else 0.0, "prompt": prompt,
+                "completion": completion, "run": run, "cached": cached}
+        if not paid:
+            line["failed"] = True
+        return line
 
     def settle(self, hold_id: str, usd: float, prompt: int = 0, completion: int = 0, run: str = "",
                paid: bool = True, cached: int = 0) -> None:
         """Close the reservation ``hold_id``: the call cost ``usd`` (``cached``: of ``prompt``, the tokens
         billed at the cached-input rate); ``paid`` False: it failed, nothing was billed."""
-        line = {"t": round(time.time(), 3), "settles": hold_id, "usd": usd if paid else 0.0, "prompt": prompt,
-                "completion": completion, "run": run, "cached": cached}
-        if not paid:
-            line["failed"] = True
-        self._append([line])
+        self._append([self.settlement(hold_id, usd, prompt, completion, run, paid, cached)])
+
+    def settle_many(self, lines: list[dict]) -> None:
+        """Several `settlement` lines in one locked append."""
+        self._append(lines)
 
     def settle_each(self, hold_id: str, replies: list[tuple[float, int, int, int]], run: str = "") -> None:
         """Close the reservation ``hold_id`` of several calls (a batch) with what they cost, ``(usd, prompt,

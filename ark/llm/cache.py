@@ -18,7 +18,9 @@ prompts): the client claims a key it is about to buy (`ResponseCache.claim`, a r
 buying it again, and takes the claim over when its holder has ended without a reply (killed) or
 releases it (the call failed). The claims are a table of their own without row ids (one b-tree: a claim
 and its end each write one page less); a cache written before it had them in ``claims``, dropped when
-such a file is opened (claims do not outlive their processes' calls).
+such a file is opened (claims do not outlive their processes' calls). The claims that the tasks of one
+turn of the event loop take are written in one transaction (`aclaim`, `claim_many`), and so are the
+replies they store (`put_soon`, `put_many`; `ark.coalesce`).
 
 A file that is not a readable SQLite database (header overwritten, cut short, replaced by text) is
 moved aside to ``<name>.corrupt-<UTC time>`` with a warning naming both files, and a fresh cache
@@ -41,6 +43,7 @@ one process (the run's own merge step, ``ark.run.shards``).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import json
@@ -54,6 +57,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ark.coalesce import Coalescer
 from ark.cost import holder
 from ark.cost.tokens import canonical
 
@@ -108,6 +112,9 @@ class ResponseCache:
             raise ValueError(f"a cache cannot fall back on itself: {self.path}")
         self._local = threading.local()
         self._fallback_broken = False
+        # the claims, and the replies stored, of one turn of an event loop: one transaction each
+        self._claims = Coalescer(self.claim_many, undo=lambda key, ok: self.release(key) if ok else None)
+        self._stores = Coalescer(self.put_many)
         self._conn()  # create the file and schema now, so setup errors surface at setup
 
     def _conn(self) -> sqlite3.Connection:
@@ -162,18 +169,38 @@ class ResponseCache:
 
     def _run(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
         """Execute on this thread's connection; a cache found corrupt mid-run is moved aside once."""
+        # every statement here is one idempotent autocommit statement, so a refusal without the busy
+        # wait (SQLite's deadlock guard) is retried as a whole
+        return self._write(lambda conn: conn.execute(sql, args))
+
+    def _transaction(self, work):
+        """``work(conn)`` in one transaction (``BEGIN IMMEDIATE``: this process writes, or waits for its
+        turn); the whole transaction is retried where SQLite refuses it without its busy wait."""
+        def attempt(conn):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = work(conn)
+                conn.execute("COMMIT")
+                return out
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return self._write(attempt)
+
+    def _write(self, attempt):
+        """``attempt(conn)`` on this thread's connection, again while the file is locked; a full disk
+        raises ``OSError(ENOSPC)``, a cache found corrupt mid-run is moved aside once."""
         try:
-            # every statement here is one idempotent autocommit statement, so a refusal without the busy
-            # wait (SQLite's deadlock guard) is retried as a whole
             conn = self._conn()   # opening has its own wait (`_open`)
-            return _while_locked(lambda: conn.execute(sql, args), self.timeout_s, self.path)
+            return _while_locked(lambda: attempt(conn), self.timeout_s, self.path)
         except sqlite3.DatabaseError as e:
             if _is_full(e):
                 raise OSError(errno.ENOSPC, f"no space left to store an LLM reply in {self.path}") from e
             if not _is_corrupt(e):
                 raise
             self._move_aside(e)
-            return self._conn().execute(sql, args)
+            return attempt(self._conn())
 
     def get(self, key: str) -> dict | None:
         row = self._run("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
@@ -200,23 +227,56 @@ class ResponseCache:
 
     def put(self, key: str, value: dict, model: str = "") -> None:
         """Store ``value`` under ``key`` unless the key exists already (first write wins)."""
-        blob = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        self._run("INSERT OR IGNORE INTO responses (key, model, value) VALUES (?, ?, ?)", (key, model, blob))
+        self.put_many([(key, value, model)])
+
+    def put_many(self, items: list[tuple[str, dict, str]]) -> list[None]:
+        """`put` for several ``(key, value, model)`` in one transaction."""
+        rows = [(key, model, json.dumps(value, ensure_ascii=False, separators=(",", ":"))) for key, value, model in items]
+        if len(rows) == 1:
+            self._run("INSERT OR IGNORE INTO responses (key, model, value) VALUES (?, ?, ?)", rows[0])
+        else:
+            self._transaction(lambda conn: conn.executemany(
+                "INSERT OR IGNORE INTO responses (key, model, value) VALUES (?, ?, ?)", rows))
+        return [None] * len(rows)
 
     def claim(self, key: str) -> bool:
         """Claim the reply to ``key`` for this process to buy: True when it is not stored and no one else
         is buying it (no claim, or the claim of a process that has ended, taken over); False when it is
         stored or while another process, or another task of this one, holds the claim (look for the reply
         with `get`, and wait while it is not there). Storing the reply (`put`) or `release` ends the claim."""
+        return self.claim_many([key])[0]
+
+    async def aclaim(self, key: str) -> bool:
+        """`claim`, in one transaction with the other claims of this turn of the event loop."""
+        return await self._claims.submit(key)
+
+    def put_soon(self, key: str, value: dict, model: str = "") -> asyncio.Future:
+        """`put` at the end of this turn of the event loop, in one transaction with the turn's other replies;
+        the future is done once it is stored, and it is stored even if no one awaits it."""
+        return self._stores.enqueue((key, value, model))
+
+    def claim_many(self, keys: list[str]) -> list[bool]:
+        """`claim` for several keys in one transaction (a key twice: the first one claims it)."""
         me, now = holder.me(), time.time()
-        if self._run("INSERT OR IGNORE INTO reply_claims (key, holder, t) SELECT ?, ?, ? "
-                     "WHERE NOT EXISTS (SELECT 1 FROM responses WHERE key = ?)", (key, me, now, key)).rowcount:
-            return True
-        row = self._run("SELECT holder, t FROM reply_claims WHERE key = ?", (key,)).fetchone()
-        if row is None or holder.alive(row[0], row[1]):
-            return False   # stored, released a moment ago, or being bought
-        return bool(self._run("UPDATE reply_claims SET holder = ?, t = ? WHERE key = ? AND holder = ?",
-                              (me, now, key, row[0])).rowcount)
+
+        def claims(conn) -> list[bool]:
+            out = []
+            for key in keys:
+                if conn.execute("INSERT OR IGNORE INTO reply_claims (key, holder, t) SELECT ?, ?, ? "
+                                "WHERE NOT EXISTS (SELECT 1 FROM responses WHERE key = ?)",
+                                (key, me, now, key)).rowcount:
+                    out.append(True)
+                    continue
+                row = conn.execute("SELECT holder, t FROM reply_claims WHERE key = ?", (key,)).fetchone()
+                if row is None or holder.alive(row[0], row[1]):
+                    out.append(False)   # stored, released a moment ago, or being bought
+                    continue
+                out.append(bool(conn.execute("UPDATE reply_claims SET holder = ?, t = ? WHERE key = ? AND holder = ?",
+                                             (me, now, key, row[0])).rowcount))
+            return out
+
+        # one key: autocommit statements, each idempotent (the common claim is one INSERT)
+        return self._write(claims) if len(keys) == 1 else self._transaction(claims)
 
     def release(self, key: str) -> None:
         """End this process's claim on ``key`` without a reply (the call failed or was refused)."""

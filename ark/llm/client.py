@@ -617,12 +617,17 @@ class LLMClient:
                                                    chars=body.prompt_chars)
             try:
                 resp = await _post_with_retries(await self._http(), body, self.config, self.stats, self._parse)
-            finally:
+            except BaseException:
                 if ticket is not None:
-                    self.budget.settle(ticket, resp)   # its cost into the ledgers; a failed call costs nothing
+                    self.budget.settle(ticket, None)   # a failed call costs nothing
+                raise
+            # its cost into the ledgers and the reply into the cache (which ends the claim), each written with
+            # the other replies of this turn of the loop, and both written even if this task is cancelled now
+            writes = [self.budget.settle_soon(ticket, resp)] if ticket is not None else []
             if key is not None:
-                self.cache.put(key, resp.to_json(), model=self.config.model)   # ends the claim
-                stored = True
+                writes.append(self.cache.put_soon(key, resp.to_json(), model=self.config.model))
+            await asyncio.gather(*writes)
+            stored = key is not None
         finally:
             if key is not None and not stored:
                 self.cache.release(key)
@@ -676,7 +681,7 @@ class LLMClient:
     async def _claim(self, key: str) -> dict | None:
         """Claim ``key`` for this process to buy (None), or, when another process or task has bought it or
         is buying it, its reply, waited for (`ark.llm.cache.ResponseCache.claim`)."""
-        while not self.cache.claim(key):
+        while not await self.cache.aclaim(key):
             hit = self.cache.get(key)
             if hit is not None:
                 return hit
