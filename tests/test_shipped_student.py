@@ -1,4 +1,4 @@
-"""The student the repo ships (results/distill/demo-smollm2-160, served as ``backbone=smollm2-distilled``): its
+"""The student the repo ships (results/distill/demo-smollm2-480, served as ``backbone=smollm2-distilled``): its
 adapter is the file its card names, small enough to ship, and the backbone config points at it. The card's
 data digests are checked against what the repo builds today in the distill tier
 (tests/distill/test_shipped_student_inputs.py)."""
@@ -12,7 +12,7 @@ from ark.config.compose import compose
 from ark.distill.train import CARD_FILE, INFO_FILE
 from tests.helpers.paths import REPO
 
-SHIPPED = REPO / "results" / "distill" / "demo-smollm2-160"
+SHIPPED = REPO / "results" / "distill" / "demo-smollm2-480"
 
 
 def test_the_shipped_adapter_is_the_file_its_card_names():

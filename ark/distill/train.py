@@ -36,6 +36,8 @@ class DistillConfig:
     output_dir: Path = Path("results/distill/student")  # checkpoints/ and adapter/ go here
     epochs: float = 1.0  # passes over the training trajectories (paper: 1)
     max_steps: int = -1  # > 0 overrides epochs (tests, smoke runs)
+    stop_after_steps: int | None = None  # stop after n optimizer steps, the learning rate still on the schedule
+                                         # of the whole run (epochs or max_steps): a CPU run cut to its time
     max_length: int = 16384  # context length; longer examples are cut at the end (paper: 16,384)
     learning_rate: float = 1e-5  # AdamW (paper: 1e-5)
     optim: str = "adamw_torch"  # transformers optimizer name
@@ -53,7 +55,7 @@ class DistillConfig:
     early_stopping_patience: int | None = 3  # stop after n validations without improvement; None: never
     logging_steps: int = 10
     save_total_limit: int = 2  # checkpoints kept (the best one is always kept)
-    bf16: bool = False  # True on GPUs that have it
+    bf16: bool = False  # bfloat16 autocast: GPUs that have it, and CPUs with AVX512-BF16 or AMX
     gradient_checkpointing: bool = False  # True for 8B at 16k context
     report_to: list[str] = field(default_factory=lambda: ["none"])  # ["wandb"] to log to W&B
     run_name: str | None = None  # W&B run name
@@ -63,6 +65,8 @@ class DistillConfig:
         self.output_dir = Path(self.output_dir)
         if self.epochs <= 0 and self.max_steps <= 0:
             raise ValueError(f"need epochs > 0 or max_steps > 0, got epochs={self.epochs}, max_steps={self.max_steps}")
+        if self.stop_after_steps is not None and self.stop_after_steps <= 0:
+            raise ValueError(f"stop_after_steps must be > 0 or null, got {self.stop_after_steps}")
         if self.learning_rate <= 0 or self.max_length <= 0:
             raise ValueError(f"learning_rate and max_length must be > 0, got {self.learning_rate}, {self.max_length}")
         if isinstance(self.report_to, str):
@@ -100,6 +104,7 @@ def lora_config(cfg: DistillConfig):
 
 def sft_config(cfg: DistillConfig, has_eval: bool):
     """TRL SFTConfig from DistillConfig (evaluation/early stopping only with a validation set)."""
+    import torch
     from trl import SFTConfig
 
     steps = dict(eval_strategy="steps", eval_steps=cfg.eval_steps, save_strategy="steps",
@@ -112,10 +117,25 @@ def sft_config(cfg: DistillConfig, has_eval: bool):
         lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup, weight_decay=cfg.weight_decay,
         per_device_train_batch_size=cfg.per_device_batch_size, per_device_eval_batch_size=cfg.per_device_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps, logging_steps=cfg.logging_steps,
-        save_total_limit=cfg.save_total_limit, bf16=cfg.bf16, activation_checkpointing=cfg.gradient_checkpointing,
+        save_total_limit=cfg.save_total_limit, bf16=cfg.bf16, use_cpu=not torch.cuda.is_available(),
+        activation_checkpointing=cfg.gradient_checkpointing,
         report_to=cfg.report_to, run_name=cfg.run_name, seed=cfg.seed, packing=False,
         dataset_num_proc=None, remove_unused_columns=True, disable_tqdm=True, **steps,
     )
+
+
+def stop_callback(steps: int):
+    """A transformers `TrainerCallback` that ends training after ``steps`` optimizer steps (that step's
+    validation and checkpoint are still made), the learning-rate schedule left as the whole run's."""
+    from transformers import TrainerCallback
+
+    class StopAfter(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step >= steps:
+                control.should_training_stop = True
+            return control
+
+    return StopAfter()
 
 
 def progress_callback(write=print):
@@ -166,6 +186,8 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
         raise ValueError("no training examples (every trajectory was empty or cut away by max_length)")
     has_eval = bool(val_examples)
     callbacks = [progress_callback()]
+    if cfg.stop_after_steps:
+        callbacks.append(stop_callback(cfg.stop_after_steps))
     if has_eval and cfg.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
     trainer = SFTTrainer(
@@ -248,7 +270,9 @@ def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) ->
         f"targets {cfg.lora_target_modules} |",
         f"| optimizer | {cfg.optim}, lr {cfg.learning_rate}, {cfg.lr_scheduler_type} schedule, "
         f"batch {cfg.per_device_batch_size} x {cfg.gradient_accumulation_steps} accumulation |",
-        f"| epochs / max steps | {cfg.epochs} / {cfg.max_steps} |",
+        f"| epochs / max steps | {cfg.epochs} / {cfg.max_steps}"
+        + (f", stopped after {cfg.stop_after_steps} steps (learning rate on the whole run's schedule)"
+           if cfg.stop_after_steps else "") + " |",
         f"| context length | {cfg.max_length} |",
         f"| checkpoint selection | "
         f"{'early stopping on validation loss, patience ' + str(cfg.early_stopping_patience) if val else 'last step'} |",

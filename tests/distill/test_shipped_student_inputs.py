@@ -1,4 +1,4 @@
-"""The shipped student's card (results/distill/demo-smollm2-160/distill_info.json) against what the repo builds
+"""The shipped student's card (results/distill/demo-smollm2-480/distill_info.json) against what the repo builds
 today: the free teacher's trajectories on the demo's train split (`experiment=collect_student`, collected
 afresh into a temporary folder) have the digest the card records, and so do the SFT examples the student's
 tokenizer and compact template make of them; the base GGUF is the one the card names."""
@@ -13,7 +13,7 @@ import pytest
 from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.distill
-SHIPPED = REPO / "results" / "distill" / "demo-smollm2-160"
+SHIPPED = REPO / "results" / "distill" / "demo-smollm2-480"
 
 
 def test_the_card_matches_the_inputs_built_today(tmp_path):

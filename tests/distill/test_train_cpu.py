@@ -30,9 +30,11 @@ def trained(collected, student_cfg, student_tokenizer, tmp_path_factory):
     chats = [c for c in map(sft_data.trainable_chat, sft_data.load_trajectories(collected.train_dir)) if c]
     probe = sft_data.tokenize_chat(chats[0], student_tokenizer, student_cfg.render_kwargs())
     loss_before = example_loss(model, probe)
-    # Test settings: 8 steps at a high learning rate; adapters on the top 8 of 30 layers only, which halves
-    # the CPU step (the backward pass stops there). The paper's settings are the DistillConfig defaults.
-    cfg = DistillConfig(output_dir=tmp_path_factory.mktemp("student"), max_steps=8, learning_rate=3e-3,
+    # Test settings: 8 steps of a 10-step schedule at a high learning rate; adapters on the top 8 of 30 layers
+    # only, which halves the CPU step (the backward pass stops there). The paper's settings are the
+    # DistillConfig defaults.
+    cfg = DistillConfig(output_dir=tmp_path_factory.mktemp("student"), max_steps=10, stop_after_steps=8,
+                        learning_rate=3e-3,
                         gradient_accumulation_steps=1, logging_steps=1, eval_steps=4, early_stopping_patience=2,
                         max_length=4096, lora_layers=list(range(22, 30)))
     t0 = time.perf_counter()
@@ -52,6 +54,12 @@ def test_training_loss_falls(trained):
     assert len(r.eval_losses) == 2 and r.best_eval_loss == min(r.eval_losses)
     best_step = 4 * (1 + r.eval_losses.index(min(r.eval_losses)))
     assert r.best_checkpoint.endswith(f"checkpoint-{best_step}")
+    # stopped after 8 steps with the learning rate still on the 10-step schedule: the 8th step ran at 3/10
+    # of the peak (linear, no warmup), where an 8-step schedule runs its last at 1/8
+    last = json.loads((trained["cfg"].output_dir / "checkpoints" / "checkpoint-8" / "trainer_state.json").read_text())
+    rates = [h["learning_rate"] for h in last["log_history"] if "learning_rate" in h]
+    assert last["max_steps"] == 10 and rates[-1] == pytest.approx(3e-3 * 3 / 10, rel=0.05)
+    assert "stopped after 8 steps" in (r.adapter_dir / CARD_FILE).read_text()
 
 
 def test_adapter_saved_with_model_card(trained):
