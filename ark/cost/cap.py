@@ -188,12 +188,11 @@ class Budget:
     def _settle_all(self, done: list[tuple[Ticket, Any | None]]) -> list[None]:
         """Settlements of several calls, one locked append per ledger."""
         lines: dict[int, tuple[Ledger, list[dict]]] = {}
-        for ticket, response in done:
-            paid = response is not None and not getattr(response, "cached", False)
-            with self._lock:
-                self.reserved -= ticket.worst_usd
-                if paid:
-                    self.paid += response.cost_usd
+        paid_each = [response is not None and not getattr(response, "cached", False) for _, response in done]
+        with self._lock:
+            self.reserved -= sum(ticket.worst_usd for ticket, _ in done)
+            self.paid += sum(response.cost_usd for (_, response), paid in zip(done, paid_each) if paid)
+        for (ticket, response), paid in zip(done, paid_each):
             usd = response.cost_usd if paid else 0.0
             pt, ct = (response.prompt_tokens, response.completion_tokens) if paid else (0, 0)
             cached = getattr(response, "cached_tokens", 0) if paid else 0

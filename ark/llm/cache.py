@@ -331,16 +331,10 @@ def merge(sources: Iterable[str | Path], into: str | Path) -> int:
         except sqlite3.DatabaseError as e:
             raise sqlite3.DatabaseError(f"LLM cache {src} cannot be read: {e}") from e
     target = ResponseCache(into)
-    conn = target._conn()
     before = len(target)
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany("INSERT OR IGNORE INTO responses (key, model, value, created) VALUES (?, ?, ?, ?)", rows)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+        target._transaction(lambda conn: conn.executemany(
+            "INSERT OR IGNORE INTO responses (key, model, value, created) VALUES (?, ?, ?, ?)", rows))
     finally:
         added = len(target) - before
         target.close()
