@@ -97,8 +97,7 @@ def test_hold_many_reserves_in_order_what_fits_under_the_cap_in_one_append(tmp_p
 def test_calls_that_end_together_share_their_ledger_appends_and_cache_transactions(tmp_path):
     """64 paid calls at once through the LLM client, with a cache and a run and a sweep ledger: every
     reservation is in both ledgers before its request reaches the server, each is settled at its cost,
-    every reply is stored, and the reservations and claims took a few writes, not 64 each (settlements and
-    stored replies share theirs with the replies that arrive in the same turn)."""
+    every reply is stored, and the reservations and claims took a few writes, not 64 each."""
     run_ledger, sweep_ledger = tmp_path / "run.jsonl", tmp_path / "sweep.jsonl"
     seen_holds: list[int] = []
 
@@ -129,6 +128,24 @@ def test_calls_that_end_together_share_their_ledger_appends_and_cache_transactio
         assert ledger.calls() == 64 and ledger.in_flight() == 0
         assert ledger.total() == pytest.approx(sum(r.cost_usd for r in replies))
     assert len(cache) == 64
-    # the 64 calls start in one turn; their replies come back from the server's threads a few at a time
+    # the 64 calls start in one turn (their replies come back as the server's threads send them)
     assert budget._holds.flushes < 8 and cache._claims.flushes < 8
-    assert budget._settles.flushes < 64 and cache._stores.flushes < 64
+
+
+def test_settlements_and_replies_of_one_turn_are_one_append_and_one_transaction(tmp_path):
+    budget = Budget(None, run=Ledger(tmp_path / "run.jsonl"), label="point")
+    cache = ResponseCache(tmp_path / "llm.sqlite")
+    replies = [type("Reply", (), {"cost_usd": 0.01 * i, "prompt_tokens": 10, "completion_tokens": 1,
+                                  "cached_tokens": 0, "cached": False})() for i in range(10)]
+
+    async def go():
+        tickets = await asyncio.gather(*(budget.reserve_usd(0.5) for _ in replies))
+        await asyncio.gather(*(budget.settle_soon(t, r) for t, r in zip(tickets, replies)),
+                             *(cache.put_soon(f"k{i}", {"i": i}) for i in range(10)))
+
+    asyncio.run(go())
+    assert budget._holds.flushes == 1 and budget._settles.flushes == 1 and cache._stores.flushes == 1
+    ledger = Ledger(tmp_path / "run.jsonl")
+    assert ledger.calls() == 10 and ledger.in_flight() == 0
+    assert ledger.total() == pytest.approx(sum(r.cost_usd for r in replies))
+    assert len(cache) == 10 and cache.get("k3") == {"i": 3}
