@@ -26,7 +26,7 @@ from typing import Any
 
 from ark.distill.sft_data import build_examples, dataset_stats, examples_sha256, load_trajectories, trainable_chat
 from ark.distill.student import StudentConfig, load_model, load_tokenizer
-from ark.distill.train import DistillConfig, TrainResult, train_lora, write_card
+from ark.distill.train import DistillConfig, TrainResult, resume_point, train_lora, training_inputs, write_card
 
 GGUF_ADAPTER = "adapter.gguf"   # the llama.cpp adapter of a GGUF student, beside its card in output_dir
 
@@ -114,9 +114,11 @@ def distill(student: StudentConfig, train: DistillConfig, train_dirs: list[Path]
     `val_queries` keeps the first n validation queries (validation costs a forward pass per trajectory
     each time). A GGUF student (SmolLM2 on CPU) also gets `GGUF_ADAPTER`, the adapter llama.cpp serves,
     with the card and distill_info.json beside it in ``train.output_dir``: the files a shipped student holds.
+    A rerun with the same inputs goes on from the latest checkpoint in ``train.output_dir``.
     """
     tokenizer = tokenizer or load_tokenizer(student)
     data = sft_inputs(student, train, train_dirs, val_dirs, tokenizer, n_queries, teacher, graph, val_queries, command)
+    resume_point(train, training_inputs(data.train, data.val, train, student.name))   # other inputs: refused here
     train.output_dir.mkdir(parents=True, exist_ok=True)
     (train.output_dir / "data_stats.json").write_text(json.dumps(data.stats, indent=2), encoding="utf-8")
     log.info("SFT data: %s", data.stats)

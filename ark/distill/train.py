@@ -21,9 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ark.distill.sft_data import dataset_stats, to_dataset
+from ark.distill.sft_data import dataset_stats, examples_sha256, to_dataset
 
 ADAPTER_SUBDIR = "adapter"
+INPUTS_FILE = "inputs.json"  # in checkpoints/: what the checkpoints were trained on (`training_inputs`)
+# Settings that say where and for how long a run trains, not what its weights become: a run resumes
+# from checkpoints whose other settings and data are its own.
+_NOT_INPUTS = ("output_dir", "stop_after_steps", "run_name", "report_to", "logging_steps", "save_total_limit")
 CARD_FILE = "README.md"
 INFO_FILE = "distill_info.json"
 LLAMA_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -87,6 +91,7 @@ class TrainResult:
     tokens_per_s: float
     peak_memory_gb: float | None  # CUDA peak allocated memory; None on CPU
     data: dict[str, Any]  # dataset_stats of train (and val)
+    resumed_from: str | None = None  # the checkpoint this process went on from (runtime and tokens: its part)
 
 
 def lora_config(cfg: DistillConfig):
@@ -124,6 +129,46 @@ def sft_config(cfg: DistillConfig, has_eval: bool):
     )
 
 
+def training_inputs(train_examples: list[dict], val_examples: list[dict] | None, cfg: DistillConfig,
+                    student: str = "?") -> dict[str, Any]:
+    """What a run's checkpoints depend on: the student, the examples' digests and every setting but the
+    output folder, the stopping step and logging. Written as checkpoints/inputs.json when training starts."""
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items() if k not in _NOT_INPUTS}
+    return {"student": student, "train_sha256": examples_sha256(train_examples),
+            "val_sha256": examples_sha256(val_examples or []), "settings": settings}
+
+
+def _step(checkpoint: Path) -> int:
+    return int(checkpoint.name.rsplit("-", 1)[-1])
+
+
+def resume_point(cfg: DistillConfig, inputs: dict[str, Any]) -> Path | None:
+    """The latest checkpoint in ``cfg.output_dir/checkpoints`` to go on from, or None when there is none.
+
+    A killed or stopped CPU run goes on from where it was (same data order, learning-rate schedule and
+    random state) when rerun with the same inputs, or with a later ``stop_after_steps``. Checkpoints of other
+    inputs raise ValueError naming what differs, before anything is written."""
+    folder = cfg.output_dir / "checkpoints"
+    found = sorted((p for p in folder.glob("checkpoint-*") if p.name.rsplit("-", 1)[-1].isdigit()), key=_step)
+    if not found:
+        return None
+    saved_file = folder / INPUTS_FILE
+    saved = json.loads(saved_file.read_text(encoding="utf-8")) if saved_file.is_file() else {}
+    if saved != inputs:
+        diff = sorted({k for k in inputs if k != "settings" and saved.get(k) != inputs[k]}
+                      | {k for k, v in inputs["settings"].items() if saved.get("settings", {}).get(k) != v})
+        raise ValueError(f"{folder} holds checkpoints trained on other inputs ("
+                         + (", ".join(diff) if saved else f"no {INPUTS_FILE}") + "); remove that folder to "
+                         "start over, or set distill.train.output_dir to another folder")
+    return found[-1]
+
+
+def _tokens_seen(lengths: list[int], examples: int) -> int:
+    """Tokens of the first ``examples`` examples the optimizer saw, cycling through the data."""
+    n = len(lengths)
+    return sum(lengths) * (examples // n) + sum(lengths[: examples % n])
+
+
 def stop_callback(steps: int):
     """A transformers `TrainerCallback` that ends training after ``steps`` optimizer steps (that step's
     validation and checkpoint are still made), the learning-rate schedule left as the whole run's."""
@@ -145,9 +190,10 @@ def progress_callback(write=print):
 
     class Progress(TrainerCallback):
         start: float = 0.0
+        first: int = 0   # the step training began at (a resumed run's checkpoint)
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.start = time.perf_counter()
+            self.start, self.first = time.perf_counter(), state.global_step
             write(f"training: {state.max_steps} optimizer steps (batch {args.per_device_train_batch_size} x "
                   f"{args.gradient_accumulation_steps} accumulation), validation every {args.eval_steps} steps"
                   if args.eval_strategy != "no" else f"training: {state.max_steps} optimizer steps, no validation")
@@ -157,7 +203,8 @@ def progress_callback(write=print):
             if "loss" not in logs and "eval_loss" not in logs:
                 return
             spent = time.perf_counter() - self.start
-            left = spent / state.global_step * (state.max_steps - state.global_step) if state.global_step else 0.0
+            done = state.global_step - self.first
+            left = spent / done * (state.max_steps - state.global_step) if done > 0 else 0.0
             what = (f"validation loss {logs['eval_loss']:.4f}" + (" (best)" if state.best_metric == logs["eval_loss"] else "")
                     if "eval_loss" in logs else f"loss {logs['loss']:.4f}")
             write(f"step {state.global_step}/{state.max_steps}  {what}  {_clock(spent)} spent, "
@@ -176,7 +223,8 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
     """Train a LoRA adapter on `model`; save the chosen adapter + tokenizer + model card to output_dir/adapter.
 
     `train_examples`/`val_examples`: from `sft_data.build_examples` (labels already assistant-only).
-    `card`: facts for the model card (teacher, student, graph, queries, ...).
+    `card`: facts for the model card (teacher, student, graph, queries, ...). Goes on from the latest
+    checkpoint of the same inputs in output_dir (`resume_point`).
     """
     import torch
     from transformers import EarlyStoppingCallback
@@ -185,6 +233,12 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
     if not train_examples:
         raise ValueError("no training examples (every trajectory was empty or cut away by max_length)")
     has_eval = bool(val_examples)
+    inputs = training_inputs(train_examples, val_examples, cfg, (card or {}).get("student", "?"))
+    resume = resume_point(cfg, inputs)
+    (cfg.output_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (cfg.output_dir / "checkpoints" / INPUTS_FILE).write_text(json.dumps(inputs, indent=2), encoding="utf-8")
+    if resume is not None:
+        print(f"resuming from {resume} (step {_step(resume)})")
     callbacks = [progress_callback()]
     if cfg.stop_after_steps:
         callbacks.append(stop_callback(cfg.stop_after_steps))
@@ -198,17 +252,17 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    out = trainer.train()
+    out = trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
     runtime = time.perf_counter() - t0
     history = trainer.state.log_history
     train_losses = [h["loss"] for h in history if "loss" in h and "eval_loss" not in h]
     eval_losses = [h["eval_loss"] for h in history if "eval_loss" in h]
     steps = trainer.state.global_step
     lengths = [min(len(e["input_ids"]), cfg.max_length) for e in train_examples]
-    # Examples the optimizer saw: steps * batch * accumulation, cycling through the data.
-    seen = steps * cfg.per_device_batch_size * cfg.gradient_accumulation_steps * max(1, trainer.args.world_size)
-    n = len(lengths)
-    train_tokens = sum(lengths) * (seen // n) + sum(lengths[: seen % n])
+    # Examples the optimizer saw in this process: steps * batch * accumulation, cycling through the data.
+    per_step = cfg.per_device_batch_size * cfg.gradient_accumulation_steps * max(1, trainer.args.world_size)
+    start = _step(resume) if resume is not None else 0
+    train_tokens = _tokens_seen(lengths, steps * per_step) - _tokens_seen(lengths, start * per_step)
     data = {"train": dataset_stats(train_examples)}
     if has_eval:
         data["val"] = dataset_stats(val_examples)
@@ -218,7 +272,7 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
         global_steps=steps, train_runtime_s=runtime, train_tokens=int(train_tokens),
         tokens_per_s=train_tokens / runtime if runtime > 0 else 0.0,
         peak_memory_gb=torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
-        data=data,
+        data=data, resumed_from=str(resume) if resume is not None else None,
     )
     del out
     save_adapter(trainer.model, tokenizer, result, cfg, card or {})
@@ -277,6 +331,8 @@ def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) ->
         f"| checkpoint selection | "
         f"{'early stopping on validation loss, patience ' + str(cfg.early_stopping_patience) if val else 'last step'} |",
         f"| steps trained | {result.global_steps} |",
+        *([f"| resumed from | {Path(result.resumed_from).name} (the training time below is from there on) |"]
+          if result.resumed_from else []),
         f"| training time | {result.train_runtime_s / 60:.0f} min ({result.tokens_per_s:.0f} tokens/s"
         + (", CPU)" if result.peak_memory_gb is None else f", {result.peak_memory_gb:.1f} GB GPU peak)") + " |",
         f"| best validation loss | {result.best_eval_loss} |",

@@ -9,7 +9,9 @@ reloaded student answers teacher prompts with a tool call that parses.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import shutil
 import time
 
 import pytest
@@ -107,3 +109,25 @@ def test_first_queries_keeps_whole_queries_in_order(collected):
     two = first_queries(trajs, 2)
     assert [str(t.query_id) for t in two] == [i for i in (str(t.query_id) for t in trajs) if i in ids[:2]]
     assert len(two) == 4 and first_queries(trajs, None) == trajs
+
+
+def test_a_rerun_goes_on_from_the_last_checkpoint_and_refuses_other_inputs(trained, collected, student_cfg,
+                                                                           student_tokenizer, tmp_path):
+    # the stopped 8-step run, rerun to the end of its 10-step schedule in a copy of its folder
+    shutil.copytree(trained["cfg"].output_dir, tmp_path / "run")
+    cfg = dataclasses.replace(trained["cfg"], output_dir=tmp_path / "run", stop_after_steps=None)
+    other = dataclasses.replace(cfg, learning_rate=1e-3)
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*")}
+    with pytest.raises(ValueError, match=r"other inputs \(learning_rate\)"):
+        distill(student_cfg, other, [collected.train_dir], [collected.val_dir], n_queries=3,
+                teacher="smollm2-local", graph="demo", model=load_model(student_cfg), tokenizer=student_tokenizer)
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*")} == before   # nothing written
+    r = distill(student_cfg, cfg, [collected.train_dir], [collected.val_dir], n_queries=3,
+                teacher="smollm2-local", graph="demo", model=load_model(student_cfg), tokenizer=student_tokenizer)
+    assert r.resumed_from.endswith("checkpoint-8") and r.global_steps == 10
+    last = json.loads((cfg.output_dir / "checkpoints" / "checkpoint-10" / "trainer_state.json").read_text())
+    rates = [h["learning_rate"] for h in last["log_history"] if "learning_rate" in h]
+    # steps 1-8 from the first run, then 9 and 10 on the same schedule (2/10 and 1/10 of the peak)
+    assert len(rates) == 10 and rates[-2:] == pytest.approx([3e-3 * 2 / 10, 3e-3 / 10], rel=0.05)
+    assert r.train_losses[:8] == trained["result"].train_losses and len(r.train_losses) == 10
+    assert "| resumed from | checkpoint-8 " in (r.adapter_dir / CARD_FILE).read_text()
