@@ -53,6 +53,7 @@ import time
 from dataclasses import dataclass
 
 from ark.cost.cap import BudgetExhausted
+from ark.cost.tokens import Encoded
 from ark.fusion import TIE_BREAKS, fuse
 from ark.llm.client import TOOL_CHOICES, ChatResponse, ContextLengthError, LLMClient, LLMTransportError, ToolCall
 from ark.prompts import system_prompt
@@ -150,7 +151,8 @@ class Agent:
         answer_tools = all_tools("answer")
         # name -> the offered Tool (graph tools reduced to the parameters the ToolConfig offers)
         self.specs = {**toolset.specs, **{t.name: t for t in answer_tools}}
-        self.tools = list(toolset.openai_tools()) + [t.openai(toolset) for t in answer_tools]
+        # encoded once: every request without constrain_ids sends these unchanged
+        self.tools = Encoded(list(toolset.openai_tools()) + [t.openai(toolset) for t in answer_tools])
         self.tool_names = [t["function"]["name"] for t in self.tools]
         # the ids the graph tools show and read (ark.tools.ids); select reads them the same way
         self.id_space = getattr(toolset, "ids", None) or NodeIds()

@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
           f"CPU p50 {c[0] / cref[0]:.2f}x, p99 {c[1] / cref[1]:.2f}x (target <= 1.2x)")
 
     # ------------------------------------------------------------------ neighbors
-    tools = ToolSet(graph, index, ToolConfig())
+    tools = ToolSet(graph, index, ToolConfig(), result_cache=0)   # every call timed runs the tool (no result cache)
     # per hub type: a filter an agent would use there (neighbor type, relation)
     filters = {"paper": (["paper"], [RELATIONS[1]]), "author": (["paper"], [RELATIONS[3]]),
                "institution": (["author"], [RELATIONS[0]]), "field_of_study": (["paper"], [RELATIONS[2]])}

@@ -714,3 +714,26 @@ def test_a_key_from_the_clients_one_encoding_is_the_key_of_the_request():
         assert cache_key(**k, encoded=(canonical(messages), canonical(tools or []))) == cache_key(**k)
     base = dict(model="m", messages=messages, tools=None, params={}, agent_index=0)
     assert cache_key(**base, encoded=(canonical([]), canonical([]))) != cache_key(**base)   # the messages count
+
+
+def test_an_encoded_tools_list_is_the_same_request_and_cannot_change():
+    import copy
+    import pickle
+
+    from ark.cost.tokens import Encoded, canonical, prompt_chars
+    from ark.llm.transport import encoded_chat_body
+
+    messages = [{"role": "user", "content": "Straße"}]
+    frozen = Encoded(copy.deepcopy(TOOLS))
+    assert frozen == TOOLS and canonical(frozen) == canonical(TOOLS) and frozen.json == canonical(TOOLS)
+    k = dict(model="m", messages=messages, params={}, agent_index=0)
+    assert cache_key(**k, tools=frozen) == cache_key(**k, tools=TOOLS)
+    body = {"model": "m", "messages": messages}
+    assert encoded_chat_body({**body, "tools": frozen}).data == encoded_chat_body({**body, "tools": TOOLS}).data
+    assert prompt_chars(messages, frozen) == prompt_chars(messages, TOOLS)
+    for change in (lambda t: t.append({}), lambda t: t.pop(), lambda t: t.__setitem__(0, {}), lambda t: t.clear(),
+                   lambda t: t.extend([{}]), lambda t: t.__iadd__([{}])):
+        with pytest.raises(TypeError, match="not changed"):
+            change(frozen)
+    for copied in (pickle.loads(pickle.dumps(frozen)), copy.deepcopy(frozen), copy.copy(frozen)):
+        assert type(copied) is Encoded and copied == TOOLS and copied.json == frozen.json

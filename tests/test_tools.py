@@ -407,3 +407,25 @@ def test_config_and_index_are_checked_at_setup(graph, index):
         ToolConfig(neighbors_k=30, neighbors_k_max=20)
     with pytest.raises(ValueError, match="12 nodes"):
         ToolSet(graph, BM25Index.build(["a bb", "cc dd"]))
+
+
+def test_a_repeated_call_gets_the_first_result_and_the_cache_keeps_the_last_calls(graph, index, monkeypatch):
+    plain = ToolSet(graph, index, ToolConfig(), result_cache=0)
+    ts = ToolSet(graph, index, ToolConfig(), result_cache=2)
+    runs = []
+    real = ts._run
+    monkeypatch.setattr(ts, "_run", lambda name, args: runs.append((name, args)) or real(name, args))
+    a = {"query": "kinase", "k": 3}
+    b = {"node_id": 0, "query": "heart"}
+    first = ts.call(SEARCH, a)
+    assert ts.call(SEARCH, {"k": 3, "query": "kinase"}) is first and len(runs) == 1   # key order does not matter
+    assert first == plain.call(SEARCH, a)
+    assert ts.call(SEARCH, json.dumps(a)) == first and len(runs) == 2      # a JSON text is its own key
+    assert ts.call(NEIGHBORS, b) == plain.call(NEIGHBORS, b) and len(runs) == 3
+    assert ts.call(SEARCH, a) == first and len(runs) == 4                  # pushed out by the last two calls
+    bad = ts.call(SEARCH, {"k": 3})
+    assert bad.error and ts.call(SEARCH, {"k": 3}) is bad                  # rejected calls are results too
+    odd = {"query": "kinase", "k": object()}                                # not JSON: run every time
+    assert ts.call(SEARCH, odd).error and ts.call(SEARCH, odd).error and runs[-2:] == [(SEARCH, odd)] * 2
+    with pytest.raises(ValueError, match="result_cache"):
+        ToolSet(graph, index, ToolConfig(), result_cache=-1)

@@ -17,8 +17,30 @@ CHARS_PER_TOKEN = 3.0  # characters per prompt token before the reply says: on t
 def canonical(x) -> str:
     """The canonical JSON of ``x``: keys sorted, no spaces, characters as they are. A chat request's
     messages and tools are encoded so once per call (`ark.llm.client`): the LLM cache's key
-    (`ark.llm.cache.cache_key`), the HTTP body and `prompt_chars` are made of that one encoding."""
+    (`ark.llm.cache.cache_key`), the HTTP body and `prompt_chars` are made of that one encoding. An
+    `Encoded` list gives the encoding it was made with."""
+    if type(x) is Encoded:
+        return x.json
     return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+class Encoded(list):
+    """A list sent unchanged with every request (an agent's tool schemas) with its `canonical` JSON made
+    once, when the list is made. It refuses to be changed in place; its items are not to be changed either
+    (a request that offers other schemas builds a new list)."""
+
+    def __init__(self, items=()):
+        super().__init__(items)
+        self.json = json.dumps(list(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+    def __reduce__(self):
+        return type(self), (list(self),)
+
+    def _frozen(self, *args, **kwargs):
+        raise TypeError("an Encoded list is not changed after it is made; build a new one")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _frozen
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
 
 
 def prompt_chars(messages: list, tools: list | None) -> int:

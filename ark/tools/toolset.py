@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -139,10 +140,17 @@ def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
 class ToolSet:
     """The tools over one graph and its BM25 index, as configured."""
 
-    def __init__(self, graph, index: BM25Index, config: ToolConfig | None = None, search: GlobalSearch | None = None):
+    def __init__(self, graph, index: BM25Index, config: ToolConfig | None = None, search: GlobalSearch | None = None,
+                 result_cache: int = 4096):
         """``search``: how search_graph and the neighbor ranking score text (`ark.search.modes`); default
-        lexical BM25 over ``index``, the paper's."""
+        lexical BM25 over ``index``, the paper's. ``result_cache``: how many distinct calls' results `call`
+        keeps for a repeat of the same call (0: none)."""
+        if result_cache < 0:
+            raise ValueError(f"result_cache must be >= 0, got {result_cache}")
         self.graph = graph
+        self._results: OrderedDict[tuple[str, str], ToolResult] = OrderedDict()
+        self._results_max = result_cache
+        self._results_lock = threading.Lock()
         self.index = index
         self.config = config or ToolConfig()
         if index.num_docs != graph.num_nodes:
@@ -194,7 +202,27 @@ class ToolSet:
 
     # ------------------------------------------------------------------ dispatch
     def call(self, name: str, arguments: dict | str | None) -> ToolResult:
-        """Run tool ``name``; bad arguments give an error observation, never an exception."""
+        """Run tool ``name``; bad arguments give an error observation, never an exception.
+
+        A tool's result is a function of its arguments and the graph, so a call repeated with the same
+        arguments (the n agents of a query mostly open with the same search) gets the first one's result,
+        kept for the last ``result_cache`` distinct calls; the result is shared: read it, do not change it."""
+        key = _call_key(name, arguments) if self._results_max else None
+        if key is not None:
+            with self._results_lock:
+                hit = self._results.get(key)
+                if hit is not None:
+                    self._results.move_to_end(key)
+                    return hit
+        result = self._run(name, arguments)
+        if key is not None:
+            with self._results_lock:
+                self._results[key] = result
+                if len(self._results) > self._results_max:
+                    self._results.popitem(last=False)
+        return result
+
+    def _run(self, name: str, arguments: dict | str | None) -> ToolResult:
         try:
             spec = self.specs.get(name) if isinstance(name, str) else None
             if spec is None:
@@ -264,6 +292,20 @@ class ToolSet:
         if key not in self._cache:
             self._cache[key] = make()
         return self._cache[key]
+
+
+def _call_key(name, arguments) -> tuple[str, str] | None:
+    """A tool call as a key of `ToolSet.call`'s results: its name and its arguments as sorted JSON (a
+    JSON text as sent); None for what cannot be a key (a non-string name, arguments JSON cannot hold)."""
+    if not isinstance(name, str):
+        return None
+    if arguments is None or isinstance(arguments, (str, bytes, bytearray)):
+        raw = arguments.decode("utf-8", errors="replace") if isinstance(arguments, (bytes, bytearray)) else arguments
+        return name, "\x00" + (raw or "")   # a text as sent: never equal to a dict's JSON
+    try:
+        return name, json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
 
 
 def default_graph_tool_names() -> list[str]:
