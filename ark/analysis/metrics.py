@@ -75,6 +75,7 @@ Usage::
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -313,7 +314,9 @@ def stark_evaluate(candidate_ids: Sequence[int], scores: Mapping[int, float], an
     pred = torch.tensor([float(v) for v in scores.values()], dtype=torch.float)
     all_pred = torch.full((size,), _stark_fill(pred), dtype=torch.float)
     all_pred[torch.from_numpy(ids)] = pred
-    cand_t = torch.from_numpy(cand)
+    with warnings.catch_warnings():   # a read-only (memory-mapped) id array: the tensor only indexes, never written
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        cand_t = torch.from_numpy(cand)
     target = torch.zeros(size, dtype=torch.bool)
     target[torch.from_numpy(gold)] = True
     return _ranked_metrics(all_pred[cand_t], target[cand_t], specs, torchmetrics)
