@@ -35,3 +35,17 @@ def test_the_card_matches_the_inputs_built_today(tmp_path):
                               settings["max_length"])
     assert examples_sha256(examples) == card["sft_sha256"]
     assert hashlib.sha256(smollm2_gguf_path().read_bytes()).hexdigest() == card["gguf"]["base_sha256"]
+
+
+def test_make_distill_demo_trains_with_the_cards_settings():
+    from dataclasses import asdict
+
+    from omegaconf import OmegaConf
+
+    from ark.config.compose import compose
+    from ark.distill.train import DistillConfig
+
+    settings = json.loads((SHIPPED / "distill_info.json").read_text(encoding="utf-8"))["settings"]
+    d = OmegaConf.to_container(compose(["experiment=distill_student", "graph=demo"]).distill, resolve=True)
+    today = {k: (str(v) if k == "output_dir" else v) for k, v in asdict(DistillConfig(**d["train"])).items()}
+    assert today == settings and SHIPPED.name == d["name"]
