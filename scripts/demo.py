@@ -157,20 +157,38 @@ def mistakes_per_step(results) -> str:
     return f"{bad / steps:.1%} of {steps}" if steps else "-"
 
 
+BASELINE_ROWS = ("bm25", "rules", "rules-compact", "smollm2-base")   # compare_students.py's rows besides students
+FINAL_SELECT = "-final_select"
+
+
+def remake_command(retrievers: list[str], limit: str | None, shipped: str) -> str:
+    """The compare_students.py command that remakes a recorded table whose rows are ``retrievers``: each
+    student besides the ``shipped`` one is named by its folder under results/distill (``--student``), and a
+    ``final_select`` row asks for ``--final-select``."""
+    command = "python scripts/compare_students.py --out results/distill" + (f" --limit {limit}" if limit else "")
+    for name in retrievers:
+        if name not in BASELINE_ROWS and name != shipped and not name.endswith(FINAL_SELECT):
+            command += f" --student {name}=results/distill/{name}/adapter.gguf"
+    return command + (" --final-select" if any(n.endswith(FINAL_SELECT) for n in retrievers) else "")
+
+
 def print_recorded() -> None:
     """The demo test split as recorded in results/distill (`recorded`), with the command that remakes it."""
     path = recorded()
     limit = path.stem.rsplit("limit", 1)[1] if path is not None and "limit" in path.stem else None
-    command = "python scripts/compare_students.py --out results/distill" + (f" --limit {limit}" if limit else "")
     if path is None:
-        print(f"\n(no recorded comparison yet: {command})")
+        print(f"\n(no recorded comparison yet: {remake_command([], None, '')})")
         return
     what = f"its first {limit} queries" if limit else "all of it"
     print(f"\n=== recorded: the demo test split, {what} (results/distill/{path.name}) ===")
     import csv
 
+    from ark.config.compose import compose
+
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
+    shipped = Path(compose(["graph=demo", "backbone=smollm2-distilled"]).backbone.local.lora_path).parent.name
+    command = remake_command([r["retriever"] for r in rows], limit, shipped)
     cols = [c for c in ("retriever", "queries", *METRICS_SHOWN, "mistakes_per_step", "retention")
             if rows and c in rows[0]]
     width = {"retriever": 31, "mistakes_per_step": 19, "retention": 22}

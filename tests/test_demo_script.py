@@ -64,3 +64,12 @@ def test_a_bad_query_count_is_refused_before_any_work(demo, capsys):
     with pytest.raises(SystemExit, match=r"--queries must be at least 1 and --show from 0 \(the first query where the student selected nodes\) to --queries, got 3 and 5"):
         demo.main(["--queries", "3", "--show", "5"])
     assert "[1/4]" not in capsys.readouterr().out
+
+
+def test_the_recorded_tables_remake_command_names_every_student_it_shows(demo):
+    rows = ["bm25", "rules", "rules-compact", "smollm2-base", "demo-smollm2-480", "demo-smollm2-48"]
+    assert demo.remake_command(rows, "100", "demo-smollm2-480") == (
+        "python scripts/compare_students.py --out results/distill --limit 100"
+        " --student demo-smollm2-48=results/distill/demo-smollm2-48/adapter.gguf")
+    assert demo.remake_command(rows[:5] + ["demo-smollm2-480-final_select"], None, "demo-smollm2-480") == (
+        "python scripts/compare_students.py --out results/distill --final-select")
