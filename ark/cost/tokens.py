@@ -31,7 +31,7 @@ class Encoded(list):
 
     def __init__(self, items=()):
         super().__init__(items)
-        self.json = json.dumps(list(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        self.json = canonical(list(self))
 
     def __reduce__(self):
         return type(self), (list(self),)
