@@ -213,3 +213,50 @@ def test_partly_failed_queries_are_attributed_failed_ones_not(run_dir):
     got = attribute_run(run, records=[{**first, "status": "degraded"}, {**second, "status": "failed"}])
     assert [qa.query_id for qa in got] == [first["query_id"]]
     assert [g.cls for g in got[0].golds] == ["retrieved", "surfaced_not_selected"]
+
+
+def _two_agent_plan():
+    """Queries whose two agents' lists fuse differently under tie_break "list" and "concat"."""
+    a = traj(0, [step(0, [("search_graph", [5, 1, 2])]), step(1, [("select", [])])], [5, 1, 2])
+    b = traj(1, [step(0, [("search_graph", [2, 1])]), step(1, [("explore_neighbors", [7, 5])])], [2, 1, 7])
+    return {f"q{i}": ([a, b], gold) for i, gold in enumerate([[1, 2], [7], [2, 9], [5]])}
+
+
+def _run(out, plan, limit=None):
+    class Q:
+        def __init__(self, id, text, answer_ids):
+            self.id, self.text, self.answer_ids = id, text, answer_ids
+
+    class StandIn:
+        async def aretrieve(self, query, query_id=""):
+            trajs, _ = plan[query]
+            rankings = [t.selected for t in trajs]
+            return Retrieval(ranking=rankings[0], agent_rankings=rankings, trajectories=trajs)
+
+    queries = [Q(i, text, tuple(gold)) for i, (text, (_, gold)) in enumerate(plan.items())]
+    asyncio.run(runner.arun(StandIn(), queries[:limit], runner.RunSettings(out_dir=out, progress=False, n_boot=10)))
+
+
+@pytest.mark.parametrize("tie_break", ["list", "concat"])
+def test_the_runner_attributes_each_query_as_it_ends_as_the_files_would(tmp_path, monkeypatch, tie_break):
+    """The runner attributes the queries it computes from their trajectories in memory (the run's
+    tie-break from its config.yaml) and reads back only the trajectory files of queries an earlier run
+    computed; attribution.csv and metrics.json equal what the run directory gives when attributed again
+    from its files."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text(f"budget:\n  agent:\n    tie_break: {tie_break}\n")
+    plan = _two_agent_plan()
+    _run(out, plan, limit=2)                    # the first two queries, then all four: a resumed run
+    read = []
+    real = RunDir.trajectories
+    monkeypatch.setattr(RunDir, "trajectories", lambda self, rec: read.append(rec["query_id"]) or real(self, rec))
+    _run(out, plan)
+    assert sorted(read) == [0, 1]               # the earlier run's queries only
+    monkeypatch.undo()
+    written = (out / "attribution.csv").read_text()
+    summary = json.loads((out / "metrics.json").read_text())["attribution"]
+    again = write_attribution(out, update_metrics=False)
+    assert (out / "attribution.csv").read_text() == written and again == summary
+    fused = {r["query_id"]: r["fused_position"] for r in csv.DictReader(written.splitlines())}
+    assert len(fused) == 4 and summary["n_queries"] == 4

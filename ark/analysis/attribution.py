@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ark.fusion import fuse
@@ -194,12 +194,15 @@ ROW_FIELDS = ("query_id", "gold", "cls", "first_step", "first_agent", "first_too
               "total_steps", "total_tokens")
 
 
+_GOLD_FIELDS = tuple(f.name for f in fields(GoldAttribution))   # plain values: a row needs no deep copy
+
+
 def rows(attributions: Iterable[QueryAttribution]) -> list[dict]:
     """One flat row per (query, gold node), query-level columns repeated."""
     out = []
     for qa in attributions:
         for g in qa.golds:
-            out.append({**asdict(g), "steps_to_first_gold": qa.steps_to_first_gold,
+            out.append({**{f: getattr(g, f) for f in _GOLD_FIELDS}, "steps_to_first_gold": qa.steps_to_first_gold,
                         "tokens_to_first_gold": qa.tokens_to_first_gold, "total_steps": qa.total_steps,
                         "total_tokens": qa.total_tokens})
     return out

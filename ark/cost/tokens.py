@@ -14,6 +14,9 @@ CHARS_PER_TOKEN = 3.0  # characters per prompt token before the reply says: on t
                        # about 4 per token, JSON tool schemas about 3)
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical(x) -> str:
     """The canonical JSON of ``x``: keys sorted, no spaces, characters as they are. A chat request's
     messages and tools are encoded so once per call (`ark.llm.client`): the LLM cache's key
@@ -21,7 +24,7 @@ def canonical(x) -> str:
     `Encoded` list gives the encoding it was made with."""
     if type(x) is Encoded:
         return x.json
-    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(x)   # json.dumps with these settings, its encoder made once
 
 
 class Encoded(list):

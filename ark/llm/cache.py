@@ -86,6 +86,9 @@ END;
 """
 
 
+_VALUE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))   # a stored reply's JSON, encoder made once
+
+
 def cache_key(*, model: str, messages: list[dict], tools: list[dict] | None, params: dict[str, Any],
               agent_index: int, encoded: tuple[str, str] | None = None) -> str:
     """Hex SHA-256 of the canonical JSON of a request (dict order does not matter): of
@@ -231,7 +234,7 @@ class ResponseCache:
 
     def put_many(self, items: list[tuple[str, dict, str]]) -> list[None]:
         """`put` for several ``(key, value, model)`` in one transaction."""
-        rows = [(key, model, json.dumps(value, ensure_ascii=False, separators=(",", ":"))) for key, value, model in items]
+        rows = [(key, model, _VALUE.encode(value)) for key, value, model in items]
         if len(rows) == 1:
             self._run("INSERT OR IGNORE INTO responses (key, model, value) VALUES (?, ?, ?)", rows[0])
         else:

@@ -17,7 +17,8 @@ ARK's `ARKRetriever`, the `BM25Retriever` baseline, or a test's tiny stand-in). 
 * stops cleanly when the disk is full (`RunStorageError`, one message naming the directory): the
   queries in flight are cancelled before the HTTP connections close, and every record written stays;
 * writes ``metrics.json``, ``per_query.csv``, ``trajectory_stats.csv`` (`ark.run.summary`) and
-  ``attribution.csv`` (`ark.analysis.attribution`; the files are named and read in `ark.run.rundir`).
+  ``attribution.csv`` (`ark.analysis.attribution`, made for each query as it finishes, from its
+  trajectories in memory; the files are named and read in `ark.run.rundir`).
 
 The modules beside this one: `ark.run.settings` (`RunSettings`), `ark.run.records` (a query's record
 in ``predictions.jsonl``: its format and the scoring policy), `ark.run.summary` (metrics.json and the
@@ -48,10 +49,10 @@ from ark.run import spending
 from ark.run.records import (build_record, load_predictions, scored_ranking, trajectory_intact)
 
 # the run directory's files are named, documented and read in ark.run.rundir
-from ark.run.rundir import METRICS_FILE, PREDICTIONS, TRAJ_DIR, run_lock
+from ark.run.rundir import METRICS_FILE, PREDICTIONS, TRAJ_DIR, RunDir, run_lock
 from ark.run.rundir import key as _key
 from ark.run.settings import RunSettings
-from ark.run.summary import per_query_rows, summarize
+from ark.run.summary import attribute_record, per_query_rows, summarize
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +175,12 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
     t_start = time.perf_counter()
     overhead = [0.0]
     cut = [0]   # queries the spending cap cut short: not recorded, computed again by the next run
+    # each computed query's attribution, made from its trajectories while they are in memory: the summary
+    # reads back only the trajectory files of queries an earlier run computed
+    attributed: dict = {}
 
     fd = os.open(pred_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    _, tie_break = RunDir(out).fusion_settings()   # (a run directory from here on: its predictions file is there)
     try:
         async def one(q) -> None:
             t0 = time.perf_counter()
@@ -196,9 +201,12 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
             ranking, scores = scored_ranking(retrieval, settings, cands)   # with the retriever's own scores
             rec = build_record(q, ranking, retrieval, t1 - t0, error, settings, cands, scores)
             trajs = getattr(retrieval, "trajectories", None) if retrieval is not None else None
+            trajs = [t.to_json() for t in trajs] if trajs else []
             if trajs:
-                atomic.write_json(out / TRAJ_DIR / f"{q.id}.json", [t.to_json() for t in trajs])
+                atomic.write_json(out / TRAJ_DIR / f"{q.id}.json", trajs)
             _append(fd, (json.dumps(rec) + "\n").encode("utf-8"))
+            if rec["status"] == "ok":
+                attributed[_key(q.id)] = attribute_record(rec, trajs, tie_break=tie_break)
             running.add(rec)
             bar.update(1)
             bar.set_postfix({**running.postfix(), **spending.bar_fields(settings)}, refresh=False)
@@ -231,7 +239,7 @@ async def _arun(retriever: Retriever, queries: Sequence, settings: RunSettings, 
         os.close(fd)
         bar.close()
     wall = time.perf_counter() - t_start
-    summary = summarize(out, queries, settings, cands)
+    summary = summarize(out, queries, settings, cands, attributed)
     summary["this_run"] = {"computed": len(todo), "skipped": len(queries) - len(todo), "wall_s": wall,
                            "bookkeeping_s_per_query": overhead[0] / len(todo) if todo else 0.0,
                            "trajectories_rebuilt": len(lost)}

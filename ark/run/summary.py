@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -64,11 +64,13 @@ def _neighbor_calls(counts: dict) -> int:
     return int(sum(counts.get(n, 0) for n in tool_registry.names_of_kind(NEIGHBOR_KIND)))
 
 
-def per_query_rows(run_dir: Path | str, queries: Sequence, settings: RunSettings) -> list[dict]:
+def per_query_rows(run_dir: Path | str, queries: Sequence, settings: RunSettings, pairs=None) -> list[dict]:
     """One flat row per selected query (missing ones included, status "missing"), with one column of
-    call counts per graph tool (`tool_columns`)."""
+    call counts per graph tool (`tool_columns`). ``pairs``: ``(query, record or None)`` of ``queries``,
+    when the caller has read the records already."""
     rows = []
-    pairs = _scored_records(Path(run_dir), queries, settings)
+    if pairs is None:
+        pairs = _scored_records(Path(run_dir), queries, settings)
     tools = tool_columns(tc for _, rec in pairs if rec is not None for tc in rec.get("tool_counts", []))
     for q, rec in pairs:
         status = "missing" if rec is None else rec["status"]
@@ -116,11 +118,14 @@ def _aggregate(per_query: list[dict], not_ok: int, settings: RunSettings) -> dic
     return aggregate(per_query, n_boot=settings.n_boot, seed=settings.seed)
 
 
-def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, candidate_ids=None) -> dict:
+def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, candidate_ids=None,
+              attributed: Mapping[str, attribution.QueryAttribution] | None = None) -> dict:
     """Build the run's summary from predictions.jsonl and write per_query.csv and trajectory_stats.csv.
 
     Scores only the ``queries`` given (the run's selection). Agent-level success (for the
-    neighborhood-call histogram) uses each agent's own list scored like the fused one.
+    neighborhood-call histogram) uses each agent's own list scored like the fused one. ``attributed``:
+    the attributions of queries already made (`attribute_record`, by `ark.run.rundir.key` of their id;
+    the runner's, of the queries it computed), so their trajectory files are not read again.
     """
     run_dir = Path(run_dir)
     cands = as_candidates(candidate_ids)
@@ -198,10 +203,11 @@ def summarize(run_dir: Path | str, queries: Sequence, settings: RunSettings, can
     elif degraded or failed:
         summary["note"] = (f"{len(failed)} failed and {len(degraded)} degraded queries are scored as misses "
                            "(count_failed_as_miss=true)")
-    _write_csv(run_dir / PER_QUERY, per_query_rows(run_dir, queries, settings))
+    _write_csv(run_dir / PER_QUERY, per_query_rows(run_dir, queries, settings, pairs))
     _write_csv(run_dir / TRAJECTORY_STATS, traj_rows)
     if (run_dir / PREDICTIONS).exists():
-        summary["attribution"] = write_attribution(run_dir, records=ok, update_metrics=False)
+        summary["attribution"] = write_attribution(run_dir, records=ok, update_metrics=False,
+                                                   attributed=attributed)
     return summary
 
 
@@ -220,15 +226,19 @@ def attribute_record(rec: dict, trajectories: Sequence = (), top: int = attribut
                      query_id=rec.get("query_id"), top=top, tie_break=tie_break)
 
 
-def attribute_run(run: rundir.RunDir | Path | str, top: int = attribution.TOP, records: Iterable[dict] | None = None
+def attribute_run(run: rundir.RunDir | Path | str, top: int = attribution.TOP, records: Iterable[dict] | None = None,
+                  attributed: Mapping[str, attribution.QueryAttribution] | None = None
                   ) -> list[attribution.QueryAttribution]:
     """Attribution of every query of a run (or of ``records``) that did not fail outright (a query
     whose agents partly failed still has their trajectories and ranking), with the run's fusion
-    tie-break."""
+    tie-break; ``attributed``: those already made, by `ark.run.rundir.key` of the query id (made with
+    the same ``top`` and tie-break), taken as they are."""
     run = run if isinstance(run, rundir.RunDir) else rundir.RunDir(run)
     _, tie_break = run.fusion_settings()
     recs = [r for r in (run.records() if records is None else records) if rundir.status(r) != "failed"]
-    return [attribute_record(rec, run.trajectories(rec), top=top, tie_break=tie_break) for rec in recs]
+    known = attributed or {}
+    return [known.get(_key(rec.get("query_id"))) or
+            attribute_record(rec, run.trajectories(rec), top=top, tie_break=tie_break) for rec in recs]
 
 
 def write_attribution_csv(path: Path | str, table: list[dict]) -> None:
@@ -239,12 +249,12 @@ def write_attribution_csv(path: Path | str, table: list[dict]) -> None:
 
 
 def write_attribution(run: rundir.RunDir | Path | str, top: int = attribution.TOP, records: Iterable[dict] | None = None,
-          update_metrics: bool = True) -> dict:
-    """Attribute a run (its queries that did not fail, or those of ``records``): write
-    ``attribution.csv`` and, when metrics.json exists and ``update_metrics``, its "attribution"
-    summary. Returns the summary."""
+          update_metrics: bool = True, attributed: Mapping[str, attribution.QueryAttribution] | None = None) -> dict:
+    """Attribute a run (its queries that did not fail, or those of ``records``; ``attributed``: as in
+    `attribute_run`): write ``attribution.csv`` and, when metrics.json exists and ``update_metrics``,
+    its "attribution" summary. Returns the summary."""
     run = run if isinstance(run, rundir.RunDir) else rundir.RunDir(run)
-    attributions = attribute_run(run, top, records)
+    attributions = attribute_run(run, top, records, attributed)
     write_attribution_csv(run.path / rundir.ATTRIBUTION, attribution.rows(attributions))
     summary = attribution.summarize(attributions, top)
     if update_metrics and (run.path / rundir.METRICS_FILE).is_file():
