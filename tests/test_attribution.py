@@ -100,17 +100,11 @@ def test_a_ranking_without_trajectories_is_a_baseline():
     assert g[99].cls == "never_surfaced"
 
 
-@pytest.fixture
-def run_dir(tmp_path):
-    """A run directory written by ark.run.runner from a retriever returning the trajectories above."""
-    a0 = traj(0, [step(0, [("search_graph", [3, 1])]), step(1, [("select", [])])], [1])
-    b0 = traj(0, [step(0, [("search_graph", [8])])], [8])
-
+def _run(out, plan, limit=None):
+    """Run `ark.run.runner` into ``out`` over ``plan`` ({question: (trajectories, gold)}; its first ``limit``)."""
     class Q:
         def __init__(self, id, text, answer_ids):
             self.id, self.text, self.answer_ids = id, text, answer_ids
-
-    plan = {"q1": ([a0], [1, 3]), "q2": ([b0], [4])}
 
     class StandIn:
         async def aretrieve(self, query, query_id=""):
@@ -119,8 +113,15 @@ def run_dir(tmp_path):
             return Retrieval(ranking=rankings[0], agent_rankings=rankings, trajectories=trajs)
 
     queries = [Q(i, text, tuple(gold)) for i, (text, (_, gold)) in enumerate(plan.items())]
-    settings = runner.RunSettings(out_dir=tmp_path / "run", progress=False, n_boot=10)
-    asyncio.run(runner.arun(StandIn(), queries, settings))
+    asyncio.run(runner.arun(StandIn(), queries[:limit], runner.RunSettings(out_dir=out, progress=False, n_boot=10)))
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A run directory written by ark.run.runner from a retriever returning the trajectories above."""
+    a0 = traj(0, [step(0, [("search_graph", [3, 1])]), step(1, [("select", [])])], [1])
+    b0 = traj(0, [step(0, [("search_graph", [8])])], [8])
+    _run(tmp_path / "run", {"q1": ([a0], [1, 3]), "q2": ([b0], [4])})
     return tmp_path / "run"
 
 
@@ -220,21 +221,6 @@ def _two_agent_plan():
     a = traj(0, [step(0, [("search_graph", [5, 1, 2])]), step(1, [("select", [])])], [5, 1, 2])
     b = traj(1, [step(0, [("search_graph", [2, 1])]), step(1, [("explore_neighbors", [7, 5])])], [2, 1, 7])
     return {f"q{i}": ([a, b], gold) for i, gold in enumerate([[1, 2], [7], [2, 9], [5]])}
-
-
-def _run(out, plan, limit=None):
-    class Q:
-        def __init__(self, id, text, answer_ids):
-            self.id, self.text, self.answer_ids = id, text, answer_ids
-
-    class StandIn:
-        async def aretrieve(self, query, query_id=""):
-            trajs, _ = plan[query]
-            rankings = [t.selected for t in trajs]
-            return Retrieval(ranking=rankings[0], agent_rankings=rankings, trajectories=trajs)
-
-    queries = [Q(i, text, tuple(gold)) for i, (text, (_, gold)) in enumerate(plan.items())]
-    asyncio.run(runner.arun(StandIn(), queries[:limit], runner.RunSettings(out_dir=out, progress=False, n_boot=10)))
 
 
 @pytest.mark.parametrize("tie_break", ["list", "concat"])
