@@ -187,13 +187,20 @@ def test_the_student_trains_on_the_templates_the_server_renders_with():
     assert re.search(r"{%-?\s*generation\s*-?%}", hermes.CHATML_TOOLS_COMPACT_TEMPLATE)
 
 
+@pytest.mark.parametrize("provider", ["local", "vllm"])
+@pytest.mark.parametrize("encoded", [False, True])
 @pytest.mark.parametrize("http", list(TRANSPORTS))
-def test_a_local_backbone_sends_the_tools_in_their_own_order(tools, http):
-    """The server renders the tool list as it receives it, so the keys must keep the order the student
-    was trained on (the canonical encoding of the cache key sorts them)."""
+def test_a_self_hosted_backbone_sends_the_tools_in_their_own_order(tools, http, encoded, provider):
+    """llama.cpp and vLLM render the tool list as they receive it, so the keys must keep the order the
+    student was trained on (the canonical encoding of the cache key sorts them), also when the agent's
+    schemas come encoded once (`Encoded`)."""
+    from ark.cost.tokens import Encoded
+
+    assert json.dumps(tools) != json.dumps(tools, sort_keys=True)   # an order that sorting would change
     with ScriptedServer([text_reply("ok")]) as s:
-        client = LLMClient(BackboneConfig(base_url=s.base_url, model="m", http=http, max_retries=0))
-        asyncio.run(client.chat([{"role": "user", "content": "q"}], tools))
+        client = LLMClient(BackboneConfig(provider=provider, base_url=s.base_url, model="m", http=http,
+                                          max_retries=0))
+        asyncio.run(client.chat([{"role": "user", "content": "q"}], Encoded(tools) if encoded else tools))
         asyncio.run(client.aclose())
     assert json.dumps(s.requests[0]["tools"]) == json.dumps(tools)
     assert hermes.render([], s.requests[0]["tools"], template=hermes.CHATML_TOOLS_COMPACT_TEMPLATE) \

@@ -15,6 +15,7 @@ CHARS_PER_TOKEN = 3.0  # characters per prompt token before the reply says: on t
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+_IN_ORDER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def canonical(x) -> str:
@@ -27,14 +28,25 @@ def canonical(x) -> str:
     return _CANONICAL.encode(x)   # json.dumps with these settings, its encoder made once
 
 
+def in_order(x) -> str:
+    """``x`` as compact JSON with its keys in their own order (`canonical` without the sorting): what a
+    server that writes the tool schemas into the prompt as it receives them must get. An `Encoded` list
+    gives the one it was made with."""
+    if type(x) is Encoded:
+        return x.given
+    return _IN_ORDER.encode(x)
+
+
 class Encoded(list):
-    """A list sent unchanged with every request (an agent's tool schemas) with its `canonical` JSON made
-    once, when the list is made. It refuses to be changed in place; its items are not to be changed either
-    (a request that offers other schemas builds a new list)."""
+    """A list sent unchanged with every request (an agent's tool schemas) with its `canonical` JSON, and
+    its JSON in its own key order (`in_order`), made once, when the list is made. It refuses to be changed
+    in place; its items are not to be changed either (a request that offers other schemas builds a new
+    list)."""
 
     def __init__(self, items=()):
         super().__init__(items)
         self.json = canonical(list(self))
+        self.given = in_order(list(self))
 
     def __reduce__(self):
         return type(self), (list(self),)

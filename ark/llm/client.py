@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ark.cost.prices import Price, resolve_price
-from ark.cost.tokens import canonical
+from ark.cost.tokens import canonical, in_order
 from ark.llm import pacing
 from ark.llm.cache import ResponseCache, cache_key
 from ark.llm.replicas import transport_for, urls_of
@@ -78,6 +78,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PROVIDERS = ("openai", "azure", "vllm", "local", "rules")
+SELF_HOSTED = ("vllm", "local")   # servers that render the chat template from the request as sent
 BATCH_PROVIDERS = ("openai", "azure")   # providers with a batch API (BackboneConfig.batch)
 BATCH_WINDOWS = ("24h",)                # the completion windows the batch APIs offer
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
@@ -696,12 +697,12 @@ class LLMClient:
         body.update(body.pop("extra_body", None) or {})
         if tools:
             body["tools"] = tools
-        if tools and self.config.provider == "local":
-            # the local server writes the tool list into the prompt as it receives it (ark-hermes: each
-            # schema as JSON, or its parameters' names), so the keys keep the order the student was trained
-            # on; the cache key and the character count stay those of the canonical encoding
-            as_given = json.dumps(tools, separators=(",", ":"), ensure_ascii=False, default=str)
-            return encoded_chat_body(body, encoded[0], as_given)
+        if tools and self.config.provider in SELF_HOSTED:
+            # a self-hosted server writes the tool list into the prompt as it receives it (llama.cpp's
+            # ark-hermes: each schema as JSON, or its parameters' names; vLLM: the model's chat template,
+            # `tool | tojson`), so the keys keep the order a student was trained on; the cache key and the
+            # character count stay those of the canonical encoding (the same characters, sorted)
+            return encoded_chat_body(body, encoded[0], in_order(tools))
         return encoded_chat_body(body, *encoded)
 
     def _parse(self, completion: Any, latency_s: float, attempts: int) -> ChatResponse:
