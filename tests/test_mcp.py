@@ -213,21 +213,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _started(proc, port: int) -> None:
+    """Wait until ``ark mcp`` listens on ``port``; its error output if it exited first."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"ark mcp exited: {proc.stderr.read()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError("ark mcp did not listen within 120 s")
+
+
 @pytest.fixture()
 def http_server(tmp_path, backbone):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "ark", *mcp_args(tmp_path / "data", backbone),
                              "--http", f"127.0.0.1:{port}"], env=ENV, cwd=str(REPO),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"ark mcp --http exited: {proc.stderr.read()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.2)
+    _started(proc, port)
     try:
         yield proc, f"http://127.0.0.1:{port}/mcp"
     finally:
@@ -325,19 +331,6 @@ def test_a_port_in_use_and_a_stray_base_url_are_one_line(tmp_path, capsys):
 
 
 # --- who may call, and what ask may spend --------------------------------------------------------------
-def _started(proc, port: int) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"ark mcp exited: {proc.stderr.read()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError("ark mcp did not listen within 120 s")
-
-
 def _stop(proc) -> str:
     proc.terminate()
     try:
