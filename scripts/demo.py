@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ from pathlib import Path
 from ark.baselines import BM25Retriever
 from ark.agent import ARKRetriever
 from ark.llm.client import LLMError
-from ark.llm.local_server import LocalServerError, serving
+from ark.llm.local_server import LocalServerError, free_port, serving
 from ark.analysis.attribution import CLASS_LABEL, QueryAttribution, attribute
 from ark.analysis.metrics import evaluate, scored_list
 from ark.analysis import reach_bound
@@ -138,6 +139,8 @@ def retriever_of(graph, backbone_name: str, root: str):
     from ark.config.retrievers import build_ark
 
     cfg = compose(["graph=demo", f"backbone={backbone_name}", "budget=t4_n1_compact", f"paths.data={root}"])
+    if cfg.backbone.provider == "local" and "ARK_LOCAL_URL" not in os.environ:
+        cfg.backbone.base_url = f"http://127.0.0.1:{free_port()}/v1"   # its own server, on a port nothing holds
     backbone = instantiate(cfg.backbone)
     # no reply cache: the demo shows the model live, every time
     retriever = build_ark(graph, backbone, instantiate(cfg.budget.agent), instantiate(cfg.ablation.tools),

@@ -258,20 +258,49 @@ class LocalServer:
         return f"LocalServer({self.config.chat_format!r}, port={self.port}, {state}, log={self.log_path})"
 
 
+def _served_models(base_url: str) -> list[str] | None:
+    """The model ids a server at ``base_url`` answers with (``GET /models``); None when none answers."""
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/models", timeout=2) as r:
+            data = json.loads(r.read()).get("data")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+
+
+def _port_taken(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 @contextlib.contextmanager
 def serving(backbone):
     """Start a `LocalServer` on the backbone's port for the duration of the block when its provider is
     "local" and nothing answers there yet; otherwise do nothing (`ark.config.evaluation`, ``ark ask``).
-    The backbone's ``local`` block (model_path, lora_path, chat_format) says what it serves."""
+    The backbone's ``local`` block (model_path, lora_path, chat_format) says what it serves. A server that
+    already answers there is used only when it serves the backbone's model (``backbone.model`` among the
+    ids of its ``/models``: e.g. ``ark serve``); a port held by another model's server, or by a process
+    that does not answer as one, is a `LocalServerError` naming the port, before anything starts."""
     if backbone is None or getattr(backbone, "provider", None) != "local":
         yield None
         return
     url = urllib.parse.urlparse(backbone.base_url)
-    try:
-        urllib.request.urlopen(f"{backbone.base_url.rstrip('/')}/models", timeout=2).close()
-        yield None                      # a server is already there (e.g. `ark serve`)
+    served = _served_models(backbone.base_url)
+    if served is not None and backbone.model in served:
+        yield None                      # a server of this model is already there (e.g. `ark serve`)
         return
-    except OSError:
-        pass
+    elsewhere = (f"stop it, or give this backbone another port (backbone.base_url; the bundled local backbones "
+                 f"read ARK_LOCAL_URL, e.g. ARK_LOCAL_URL=http://127.0.0.1:{free_port()}/v1)")
+    if served is not None:
+        raise LocalServerError(f"{backbone.base_url} is held by a server of {', '.join(served) or 'no model'}, "
+                               f"not of {backbone.model}: {elsewhere}")
+    host = url.hostname or "127.0.0.1"
+    if url.port and _port_taken(host, url.port):
+        raise LocalServerError(f"port {url.port} of {backbone.base_url} is in use by a process that does not "
+                               f"answer as a model server within 2 s: {elsewhere}")
     with LocalServer(port=url.port, model_alias=backbone.model, **(getattr(backbone, "local", None) or {})) as server:
         yield server
