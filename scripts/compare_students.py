@@ -14,7 +14,8 @@ with one agent, T_max 4, temperature 0 and the compact prompt, served by llama.c
 students were trained on; with --final-select, the shipped student with the agent option ``final_select``
 (its last step must call ``select``, decoded under the tool's schema). Per row: Hit@1, Hit@5, Recall@20, MRR, model mistakes per step (bad JSON, unknown tool, no tool
 call, unseen ids) and, for a model, its retention: Hit@1 / the compact teacher's Hit@1, with a 95% interval
-from a paired bootstrap over the queries (1,000 resamples, seed 0). Run directories go under --runs (they
+from a paired bootstrap over the queries (1,000 resamples, seed 0). Below, each row's Hit@1 misses by where
+the gold nodes were lost (`miss_causes`: never shown, shown but not selected, selected but not first). Run directories go under --runs (they
 resume: an interrupted student run goes on where it stopped). No paid API; a student takes about 8 s per
 query on 2 cores.
 """
@@ -61,6 +62,30 @@ def mistakes_per_step(run_dir: Path) -> float | None:
             steps += len(t.get("steps") or [])
             bad += sum(1 for s in t.get("steps") or [] if s.get("error"))
     return bad / steps if steps else None
+
+
+MISS_CAUSES = ("never shown", "shown, not selected", "selected, not first")
+
+
+def miss_causes(run_dir: Path) -> dict[str, int]:
+    """Of the queries whose Hit@1 is 0, how many had no gold node shown to the agent at all, one shown but
+    none selected, or one selected but below the first place (`ark.analysis.attribution`: never_surfaced;
+    surfaced_not_selected; selected, whatever its place). A failed query counts as never shown."""
+    from ark.run.rundir import RunDir, key
+    from ark.run.summary import attribute_run
+
+    rd = RunDir(run_dir)
+    hits = rd.per_query_metric("hit@1", include_failed=True)
+    by_query = {key(qa.query_id): {g.cls for g in qa.golds} for qa in attribute_run(rd)}
+    out = dict.fromkeys(MISS_CAUSES, 0)
+    for q, hit in hits.items():
+        if hit:
+            continue
+        classes = by_query.get(q, set())
+        cause = ("selected, not first" if classes - {"never_surfaced", "surfaced_not_selected"} else
+                 "shown, not selected" if "surfaced_not_selected" in classes else "never shown")
+        out[cause] += 1
+    return out
 
 
 def shipped_student() -> tuple[str, Path]:
@@ -139,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     print(",".join(cols))
     for r in rows:
         print(",".join(str(r[c]) for c in cols))
+    print("\nqueries with Hit@1 0, by where the gold nodes were lost (ark.analysis.attribution)")
+    print(",".join(["retriever", *MISS_CAUSES]))
+    for label, d in dirs.items():
+        causes = miss_causes(d)
+        print(",".join([label, *(str(causes[c]) for c in MISS_CAUSES)]))
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         with open(a.out / f"demo_{a.split}{'_limit' + str(a.limit) if a.limit else ''}.csv", "w", newline="") as f:
