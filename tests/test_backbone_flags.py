@@ -26,7 +26,8 @@ def test_every_backbone_file_is_an_option():
 
 @pytest.fixture(scope="module")
 def server():
-    with ScriptedServer(responder=search_select_finish) as s:
+    # it serves the flag's model: a local backbone uses a server on its port only when it does
+    with ScriptedServer(responder=search_select_finish, models=("scripted", "flag-model")) as s:
         yield s
 
 

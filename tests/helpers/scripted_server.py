@@ -405,8 +405,10 @@ class ScriptedServer:
         answer_model: str | None = None,
         prompt_cache: bool = False,
         batch_delay_s: float = 0.0,
+        models: Iterable[str] = ("scripted",),
     ):
         self._script: list[Reply] = list(script)
+        self.models = list(models)   # what GET /models lists (a local backbone reuses a server of its model)
         self._pos = 0
         self.conversations: dict[str, list[Reply]] = dict(conversations or {})
         self.key_fn = key_fn
@@ -758,7 +760,7 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             route = self.path.split("?")[0].rstrip("/")
             parts = route.split("/")
             if route.endswith("/models"):
-                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+                self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]})
             elif len(parts) >= 3 and parts[-3] == "files" and parts[-1] == "content":
                 server.batch_paths.append(f"GET {self.path}")
                 data = server.files.get(parts[-2])
