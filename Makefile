@@ -14,7 +14,7 @@ $(OFFLINE_WANDB): export WANDB_MODE := offline
 
 .PHONY: help install install-local install-distill install-dense install-compare demo test test-commands test-packaging test-demo-data test-integration test-comparison \
         test-chaos test-distill test-dense test-slurm test-browser test-all distill-demo table1 reproduce-table1 table1-demo figures viewer bench \
-        bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense clean
+        bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense bench-distill clean
 
 help:
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -171,4 +171,7 @@ bench-dense: $(VENV)/.dense ## encoding vs sentence-transformers; dense/hybrid s
 	OPENBLAS_NUM_THREADS=1 $(PY) scripts/bench_dense.py --lexical --scale $(or $(SCALE),1.0) --vectors fitted \
 	  --kinds hnsw,ivf --hnsw-m 16,32 --ef-construction 100 --ef-curve 16,32,64,128,256,512
 
-bench: bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense
+bench-distill: $(VENV)/.distill ## the demo student's CPU training step: TRL's loss vs the labelled-positions loss, side by side (a few minutes)
+	OMP_WAIT_POLICY=PASSIVE $(PY) scripts/bench_distill.py
+
+bench: bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense bench-distill

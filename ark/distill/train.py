@@ -4,7 +4,8 @@ Paper settings (§ Distillation setup) are the `DistillConfig` defaults: one epo
 AdamW at learning rate 1e-5, LoRA r 32 / alpha 64 / dropout 0.1 on all linear layers; the checkpoint
 is chosen by early stopping on the validation split's loss (`load_best_model_at_end` on `eval_loss`).
 The data are pre-tokenized `{"input_ids", "labels"}` examples from `ark.distill.sft_data`, whose labels
-already mask every non-assistant token, so the trainer only pads and truncates.
+already mask every non-assistant token, so the trainer only pads and truncates. On a CPU the loss is
+taken from the logits of the labelled positions only (`labelled_loss`): TRL scores every position there.
 
     from ark.distill.train import DistillConfig, train_lora
     result = train_lora(model, tokenizer, train_examples, val_examples,
@@ -218,6 +219,54 @@ def _clock(seconds: float) -> str:
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
+def labelled_loss(model, inputs: dict[str, Any], num_items_in_batch=None):
+    """The mean next-token loss over the labelled tokens of a batch, its logits computed only at the positions
+    whose next token is labelled (``logits_to_keep``): an SFT trajectory's labels are its assistant turns,
+    about a fifth of its tokens, so the LM head and the softmax over the vocabulary run on a fifth of the
+    positions. The same value and gradients as TRL's fused loss, which on a device without Triton scores every
+    position. ``num_items_in_batch``: the labelled tokens of all micro-batches of one optimizer step (the
+    Trainer's divisor under gradient accumulation); None: this batch's own."""
+    import torch
+    import torch.nn.functional as F
+
+    targets = inputs["labels"][:, 1:]   # position t predicts token t + 1
+    keep = (targets != -100).any(dim=0).nonzero().squeeze(-1)
+    out = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), logits_to_keep=keep,
+                use_cache=False)
+    kept = targets[:, keep]
+    total = F.cross_entropy(out.logits.float().flatten(0, 1), kept.flatten(), ignore_index=-100, reduction="sum")
+    n = num_items_in_batch if num_items_in_batch is not None else (kept != -100).sum().clamp(min=1)
+    return total / torch.as_tensor(n, device=total.device)
+
+
+def sft_trainer_class():
+    """TRL's `SFTTrainer` whose loss, on a CPU, is `labelled_loss` (elsewhere TRL's own, which scores only the
+    labelled positions where Triton runs). Its logs then carry the loss but not TRL's entropy and token accuracy."""
+    from trl import SFTTrainer
+
+    class LabelledLossSFTTrainer(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if return_outputs or self.args.device.type != "cpu":
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            loss = labelled_loss(model, inputs, num_items_in_batch)
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+                loss = loss * self.accelerator.num_processes   # as Trainer does: DDP averages the gradients
+            return loss
+
+    return LabelledLossSFTTrainer
+
+
+def make_trainer(model, tokenizer, train_examples: list[dict], val_examples: list[dict] | None,
+                 cfg: DistillConfig, callbacks: list | None = None):
+    """The trainer `train_lora` runs: LoRA from `cfg` on `model`, the examples as datasets."""
+    has_eval = bool(val_examples)
+    return sft_trainer_class()(
+        model=model, args=sft_config(cfg, has_eval), train_dataset=to_dataset(train_examples),
+        eval_dataset=to_dataset(val_examples) if has_eval else None, processing_class=tokenizer,
+        peft_config=lora_config(cfg), callbacks=callbacks or [],
+    )
+
+
 def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[dict] | None,
                cfg: DistillConfig, card: dict[str, Any] | None = None) -> TrainResult:
     """Train a LoRA adapter on `model`; save the chosen adapter + tokenizer + model card to output_dir/adapter.
@@ -228,7 +277,6 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
     """
     import torch
     from transformers import EarlyStoppingCallback
-    from trl import SFTTrainer
 
     if not train_examples:
         raise ValueError("no training examples (every trajectory was empty or cut away by max_length)")
@@ -244,11 +292,7 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
         callbacks.append(stop_callback(cfg.stop_after_steps))
     if has_eval and cfg.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
-    trainer = SFTTrainer(
-        model=model, args=sft_config(cfg, has_eval), train_dataset=to_dataset(train_examples),
-        eval_dataset=to_dataset(val_examples) if has_eval else None, processing_class=tokenizer,
-        peft_config=lora_config(cfg), callbacks=callbacks,
-    )
+    trainer = make_trainer(model, tokenizer, train_examples, val_examples, cfg, callbacks)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()

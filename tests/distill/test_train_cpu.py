@@ -131,3 +131,45 @@ def test_a_rerun_goes_on_from_the_last_checkpoint_and_refuses_other_inputs(train
     assert len(rates) == 10 and rates[-2:] == pytest.approx([3e-3 * 2 / 10, 3e-3 / 10], rel=0.05)
     assert r.train_losses[:8] == trained["result"].train_losses and len(r.train_losses) == 10
     assert "| resumed from | checkpoint-8 " in (r.adapter_dir / CARD_FILE).read_text()
+
+
+def test_the_cpu_loss_is_trls_loss_from_the_labelled_positions_only(collected, student_cfg, student_tokenizer,
+                                                                    tmp_path):
+    """`labelled_loss`, the trainer's loss on a CPU, against TRL's own (`SFTTrainer.compute_loss`, which scores
+    every position there): the same loss and LoRA gradients on a padded batch of two trajectories whose
+    labelled turns sit at different positions, with the Trainer's divisor for gradient accumulation and
+    without it."""
+    import torch
+    from trl import SFTTrainer
+
+    from ark.distill.train import make_trainer
+
+    cfg32 = dataclasses.replace(student_cfg, torch_dtype="float32")   # float32: the two sums agree closely
+    chats = [c for c in map(sft_data.trainable_chat, sft_data.load_trajectories(collected.train_dir)) if c]
+    examples = []   # of two queries, a window of each: the 300 (250) tokens before its first answer, 24 into it
+    for e, before in zip(sft_data.build_examples(chats[0:3:2], student_tokenizer, cfg32.render_kwargs(), 4096),
+                         (300, 250)):
+        first = next(i for i, label in enumerate(e["labels"]) if label != -100)
+        window = slice(first - before, first + 24)
+        examples.append({"input_ids": e["input_ids"][window], "labels": e["labels"][window]})
+    trainer = make_trainer(load_model(cfg32), student_tokenizer, examples, None,
+                           DistillConfig(output_dir=tmp_path, max_steps=1, lora_r=4, lora_alpha=8,
+                                         lora_layers=[27, 28, 29], max_length=4096))
+    model = trainer.model.eval()   # no dropout: both losses see the same network
+    batch = trainer.data_collator([trainer.train_dataset[0], trainer.train_dataset[1]])
+    assert batch["input_ids"].shape[0] == 2 and (batch["attention_mask"] == 0).any()   # one row padded
+    lora = [p for n, p in model.named_parameters() if "lora_B" in n]
+
+    def loss_and_grads(compute, divisor):
+        model.zero_grad()
+        loss = compute(trainer, model, dict(batch), num_items_in_batch=divisor)
+        loss.backward()
+        return float(loss), torch.cat([p.grad.flatten() for p in lora])
+
+    labelled = int((batch["labels"][:, 1:] != -100).sum())
+    for divisor in (None, torch.tensor(3 * labelled)):
+        ours, g_ours = loss_and_grads(type(trainer).compute_loss, divisor)
+        trls, g_trl = loss_and_grads(SFTTrainer.compute_loss, divisor)
+        assert type(trainer).compute_loss is not SFTTrainer.compute_loss
+        assert ours == pytest.approx(trls, rel=1e-4) and g_trl.abs().max() > 0
+        assert torch.allclose(g_ours, g_trl, rtol=1e-3, atol=1e-3 * float(g_trl.abs().max()))
