@@ -401,16 +401,15 @@ def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) ->
 
 
 def example_loss(model, example: dict[str, Any]) -> float:
-    """Mean next-token loss of `model` on one tokenized example's labelled (assistant) tokens."""
+    """Mean next-token loss of `model` on one tokenized example's labelled (assistant) tokens (`labelled_loss`)."""
     import torch
 
-    ids = torch.tensor([example["input_ids"]], device=model.device)
-    labels = torch.tensor([example["labels"]], device=model.device)
+    batch = {key: torch.tensor([example[key]], device=model.device) for key in ("input_ids", "labels")}
     was_training = model.training
     model.eval()  # no dropout
     try:
         with torch.no_grad():
-            return float(model(input_ids=ids, labels=labels).loss)
+            return float(labelled_loss(model, batch))
     finally:
         model.train(was_training)
 
