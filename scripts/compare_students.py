@@ -5,6 +5,7 @@ runs behind results/distill/demo_test.csv, each through `experiments/run.py` lik
     python scripts/compare_students.py --limit 100                           # its first 100 queries
     python scripts/compare_students.py --student demo-smollm2-48=results/distill/demo-smollm2-48/adapter.gguf
     python scripts/compare_students.py --limit 100 --final-select             # also the student's final_select row
+    python scripts/compare_students.py --skip smollm2-base                      # without a row (repeatable)
 
 Rows: BM25; the full rule-based teacher (``backbone=rules``, budget t20_n3); the compact teacher the students
 learn from (``backbone=rules-compact``, ``budget=t4_n1_compact``); SmolLM2-135M without an adapter
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="folder for demo_<split>.csv (default: print only)")
     p.add_argument("--final-select", action="store_true",
                    help="also the shipped student with the agent option final_select (its last step a select)")
+    p.add_argument("--skip", action="append", default=[], metavar="ROW",
+                   help="leave this row out (repeatable), e.g. smollm2-base while its run is not done")
     a = p.parse_args(argv)
     shipped, adapter = shipped_student()
     students = {shipped: adapter}
@@ -144,7 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.final_select:   # the shipped student with the agent option that makes its last step a select
         points[f"{shipped}-final_select"] = points[shipped] + ["budget.agent.final_select=true"]
         models.add(f"{shipped}-final_select")
-    dirs = {label: run(label + suffix, overrides, a.runs) for label, overrides in points.items()}
+    unknown = [r for r in a.skip if r not in points or r == "rules-compact"]
+    if unknown:
+        raise SystemExit(f"--skip {unknown[0]!r}: not a row that can be left out; valid: "
+                         f"{', '.join(r for r in points if r != 'rules-compact')} (rules-compact is the teacher "
+                         f"of the retention column)")
+    dirs = {label: run(label + suffix, overrides, a.runs) for label, overrides in points.items()
+            if label not in a.skip}
     scores = {label: per_query(d) for label, d in dirs.items()}
     teacher = scores["rules-compact"]["hit@1"]
     rows = []

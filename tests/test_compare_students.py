@@ -48,3 +48,27 @@ def test_each_missed_query_is_counted_where_its_gold_was_lost(tmp_path):
     asyncio.run(runner.arun(StandIn(), queries, runner.RunSettings(out_dir=tmp_path / "run", progress=False, n_boot=0)))
     causes = _script().miss_causes(tmp_path / "run")
     assert causes == {"never shown": 2, "shown, not selected": 1, "selected, not first": 1}
+
+
+def test_a_skipped_row_is_not_run_and_a_bad_one_stops_before_any_run(tmp_path, monkeypatch, capsys):
+    mod = _script()
+    ran = []
+
+    def run(label, overrides, runs):
+        ran.append(label)
+        raise RuntimeError("stop here")   # before experiments/run.py would start
+
+    monkeypatch.setattr(mod, "run", run)
+    for bad in ("nope", "rules-compact"):
+        try:
+            mod.main(["--skip", bad, "--runs", str(tmp_path)])
+        except SystemExit as e:
+            assert repr(bad) in str(e) and "valid: bm25, rules, smollm2-base" in str(e)
+        else:
+            raise AssertionError(f"--skip {bad} was accepted")
+    assert ran == [] and list(tmp_path.iterdir()) == []
+    try:
+        mod.main(["--skip", "bm25", "--runs", str(tmp_path)])
+    except RuntimeError:
+        pass
+    assert ran == ["rules_test"]
