@@ -9,8 +9,9 @@ T_max 4, temperature 0, the compact prompt and budget it learnt with (``budget=t
 Then print one query's student trajectory (its tool calls, the fused top-5 with gold marked `*`, BM25's top-5,
 each gold node's fate (`ark.analysis.attribution`) and its distance from what the question's own words show
 (`ark.analysis.reachability`, `ark.analysis.reach_bound`)), the three side by side on these queries (Hit@1,
-Hit@5, Recall@20, MRR, model mistakes per step) and, below, the whole test split as recorded in
-results/distill/demo_test.csv with the command that remakes it.
+Hit@5, Recall@20, MRR, model mistakes per step) and, below, the test split as recorded in results/distill
+(demo_test.csv, all of it, and demo_test_limit100.csv, its first 100 queries, which has the rows not yet
+measured on all), each table with the command that remakes it.
 
     python scripts/demo.py                          # 20 queries
     python scripts/demo.py --queries 40 --show 3
@@ -120,14 +121,13 @@ METRICS_SHOWN = ("hit@1", "hit@5", "recall@20", "mrr")
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "distill"
 
 
-def recorded() -> Path | None:
-    """The recorded comparison on the test split: demo_test.csv (all 480 queries), else the largest
-    demo_test_limit<n>.csv (its first n), as `scripts/compare_students.py --out` writes them."""
+def recorded() -> list[Path]:
+    """The recorded comparisons on the test split, as `scripts/compare_students.py --out` writes them:
+    demo_test.csv (all 480 queries) and the largest demo_test_limit<n>.csv (its first n), each when there:
+    a row measured on the first n queries only (e.g. a slow one) stays shown beside the whole split's."""
     whole = RESULTS / "demo_test.csv"
-    if whole.is_file():
-        return whole
     parts = sorted(RESULTS.glob("demo_test_limit*.csv"), key=lambda p: int(p.stem.rsplit("limit", 1)[1]))
-    return parts[-1] if parts else None
+    return ([whole] if whole.is_file() else []) + parts[-1:]
 
 
 def retriever_of(graph, backbone_name: str, root: str):
@@ -166,22 +166,29 @@ FINAL_SELECT = "-final_select"
 
 def remake_command(retrievers: list[str], limit: str | None, shipped: str) -> str:
     """The compare_students.py command that remakes a recorded table whose rows are ``retrievers``: each
-    student besides the ``shipped`` one is named by its folder under results/distill (``--student``), and a
-    ``final_select`` row asks for ``--final-select``."""
+    student besides the ``shipped`` one is named by its folder under results/distill (``--student``), a
+    ``final_select`` row asks for ``--final-select``, and a baseline row the table lacks is skipped (``--skip``)."""
     command = "python scripts/compare_students.py --out results/distill" + (f" --limit {limit}" if limit else "")
     for name in retrievers:
         if name not in BASELINE_ROWS and name != shipped and not name.endswith(FINAL_SELECT):
             command += f" --student {name}=results/distill/{name}/adapter.gguf"
+    if retrievers:
+        command += "".join(f" --skip {name}" for name in BASELINE_ROWS if name not in retrievers)
     return command + (" --final-select" if any(n.endswith(FINAL_SELECT) for n in retrievers) else "")
 
 
 def print_recorded() -> None:
-    """The demo test split as recorded in results/distill (`recorded`), with the command that remakes it."""
-    path = recorded()
-    limit = path.stem.rsplit("limit", 1)[1] if path is not None and "limit" in path.stem else None
-    if path is None:
+    """The demo test split as recorded in results/distill (`recorded`), each table with the command that remakes it."""
+    paths = recorded()
+    if not paths:
         print(f"\n(no recorded comparison yet: {remake_command([], None, '')})")
-        return
+    for path in paths:
+        print_table(path)
+
+
+def print_table(path: Path) -> None:
+    """One recorded table of compare_students.py and the command that remakes it."""
+    limit = path.stem.rsplit("limit", 1)[1] if "limit" in path.stem else None
     what = f"its first {limit} queries" if limit else "all of it"
     print(f"\n=== recorded: the demo test split, {what} (results/distill/{path.name}) ===")
     import csv

@@ -73,3 +73,6 @@ def test_the_recorded_tables_remake_command_names_every_student_it_shows(demo):
         " --student demo-smollm2-48=results/distill/demo-smollm2-48/adapter.gguf")
     assert demo.remake_command(rows[:5] + ["demo-smollm2-480-final_select"], None, "demo-smollm2-480") == (
         "python scripts/compare_students.py --out results/distill --final-select")
+    # a table without the base model's row (its run not done) is remade without it
+    assert demo.remake_command(["bm25", "rules", "rules-compact", "demo-smollm2-480"], None, "demo-smollm2-480") == (
+        "python scripts/compare_students.py --out results/distill --skip smollm2-base")
