@@ -70,11 +70,14 @@ install-compare: ## the comparison tier's own environment (.venv-compare: stark-
 # --- the demo's student ------------------------------------------------------------------------
 # The SmolLM2 student of `make demo`, from scratch on CPU: the free teacher's trajectories on the demo's train and
 # val splits, LoRA SFT with early stopping, the GGUF adapter llama.cpp serves (results/distill/demo-smollm2-<N>/).
+# Training runs on jemalloc (scripts/jemalloc.sh installs Debian's libjemalloc2 as root): under glibc's allocator
+# the process keeps what it freed in fragments and grows from 9 to 17 GB.
 distill-demo: $(VENV)/.distill ## the demo's distilled SmolLM2 from scratch on CPU (teacher trajectories, LoRA, GGUF adapter; N=480 queries by default)
 	$(PY) -m ark build --graph demo
 	$(PY) experiments/collect.py experiment=collect_student graph=demo split=train
 	$(PY) experiments/collect.py experiment=collect_student graph=demo split=val
-	OMP_WAIT_POLICY=PASSIVE $(PY) experiments/distill.py experiment=distill_student graph=demo $(if $(N),distill.n_queries=$(N))
+	LD_PRELOAD=$$(bash scripts/jemalloc.sh --install) OMP_WAIT_POLICY=PASSIVE \
+	  $(PY) experiments/distill.py experiment=distill_student graph=demo $(if $(N),distill.n_queries=$(N))
 
 # --- the two set-up commands ------------------------------------------------------------------
 demo: $(VENV)/.local ## run ARK with the local model on the bundled demo graph
@@ -171,7 +174,8 @@ bench-dense: $(VENV)/.dense ## encoding vs sentence-transformers; dense/hybrid s
 	OPENBLAS_NUM_THREADS=1 $(PY) scripts/bench_dense.py --lexical --scale $(or $(SCALE),1.0) --vectors fitted \
 	  --kinds hnsw,ivf --hnsw-m 16,32 --ef-construction 100 --ef-curve 16,32,64,128,256,512
 
-bench-distill: $(VENV)/.distill ## the demo student's CPU training step: TRL's loss vs the labelled-positions loss, side by side (a few minutes)
+bench-distill: $(VENV)/.distill ## the demo student's CPU training: TRL's loss vs the labelled-positions loss, glibc vs jemalloc, side by side (about 20 min)
 	OMP_WAIT_POLICY=PASSIVE $(PY) scripts/bench_distill.py
+	bash scripts/jemalloc.sh --install >/dev/null && $(PY) scripts/bench_distill_memory.py
 
 bench: bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense bench-distill
