@@ -72,6 +72,19 @@ def test_a_cache_reads_its_fallback_and_writes_only_itself(tmp_path, caplog):
         ResponseCache(tmp_path / "own.sqlite", fallback=tmp_path / "own.sqlite")
 
 
+def test_a_fallback_still_being_created_is_read_once_it_is_written(tmp_path, caplog):
+    # another process has just created the shared cache: its schema is in that process's WAL, which a
+    # read-only (immutable) reader does not see; the reader misses quietly and sees the file once written
+    shared = ResponseCache(tmp_path / "shared.sqlite")
+    own = ResponseCache(tmp_path / "own.sqlite", fallback=shared.path)
+    with caplog.at_level(logging.WARNING, logger="ark.llm.cache"):
+        assert own.get(_key(1)) is None
+    shared.put(_key(1), {"i": 1})
+    shared.close()   # the last connection checkpoints its WAL into the file
+    assert own.get(_key(1)) == {"i": 1}
+    assert not [r for r in caplog.records if "cannot be read" in r.message]
+
+
 def _overrides(tmp, server, *more):
     return [f"paths.data={DEMO_ROOT}", f"paths.runs={tmp}/runs", f"paths.llm_cache={tmp}/llm.sqlite", "graph=demo",
             "backbone=scripted", f"backbone.base_url={server.base_url}", "budget=t5_n1", "limit=10",

@@ -223,10 +223,22 @@ class ResponseCache:
                 self._local.fallback, self._local.fallback_pid = conn, os.getpid()
             row = conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
             return json.loads(row[0]) if row else None
-        except (sqlite3.Error, ValueError) as e:
-            self._fallback_broken = True
-            log.warning("LLM cache %s cannot be read (%s); its replies are not replayed in this process", self.fallback, e)
+        except sqlite3.OperationalError as e:
+            if "no such table" not in str(e):
+                return self._fallback_failed(e)
+            # a new cache whose schema is still in its creator's WAL, which an immutable reader does not
+            # see: a miss now, and the next miss opens the file afresh (its content, once checkpointed)
+            self._local.fallback.close()
+            self._local.fallback = None
             return None
+        except (sqlite3.Error, ValueError) as e:
+            return self._fallback_failed(e)
+
+    def _fallback_failed(self, e: Exception) -> None:
+        """The fallback is not read again by this cache (warned once)."""
+        self._fallback_broken = True
+        log.warning("LLM cache %s cannot be read (%s); its replies are not replayed in this process", self.fallback, e)
+        return None
 
     def put(self, key: str, value: dict, model: str = "") -> None:
         """Store ``value`` under ``key`` unless the key exists already (first write wins)."""
