@@ -1,6 +1,6 @@
 """Benchmark the demo student's CPU training process under glibc's allocator and under jemalloc, side by side.
 
-    python scripts/bench_distill_memory.py              # 10 optimizer steps each (about 12 minutes)
+    python scripts/bench_distill_memory.py              # 10 optimizer steps each (about 14 minutes)
     python scripts/bench_distill_memory.py --steps 4 --rounds 2
 
 Each run is a child process training the trainer of ``make distill-demo`` (`scripts/bench_distill.py`'s
