@@ -60,6 +60,25 @@ def test_calls_wait_for_room_and_the_cap_refuses_them_for_good(tmp_path):
     assert Ledger(tmp_path / "spend.jsonl").total() == pytest.approx(0.6) and budget.paid == pytest.approx(0.6)
 
 
+@pytest.mark.parametrize("ledger", [False, True], ids=["in-process", "ledger"])
+def test_a_call_refused_while_another_was_in_flight_starts_once_that_one_is_paid(tmp_path, ledger):
+    """The race of two agents of one ask: b's reservation is refused while a is in flight, and a is paid
+    (for less than its worst case) before b looks again. There is room now, so b must start, not end
+    the budget: whether a call can never fit depends on what is paid, not on what happens to be in flight."""
+    budget = Budget(1.0, run=Ledger(tmp_path / "spend.jsonl") if ledger else None)
+
+    async def go():
+        a = await budget.reserve(WORST, [], None, max_tokens=1)                   # 0.6 in flight
+        b = asyncio.create_task(budget.reserve(WORST, [], None, max_tokens=1))   # 0.6 + 0.6 > 1: refused for now
+        await asyncio.sleep(0)               # b's reservation is asked for in this turn of the loop ...
+        budget.settle_soon(a, Reply(0.3))    # ... and a is paid in the same turn, before b looks again
+        ticket = await b
+        budget.settle(ticket, Reply(0.3))
+
+    asyncio.run(go())
+    assert not budget.exhausted and budget.refused == 0 and budget.paid == pytest.approx(0.6)
+
+
 def test_a_cached_reply_costs_nothing_and_a_sweep_cap_counts_every_point(tmp_path):
     sweep = tmp_path / "sweep.jsonl"
     Ledger(sweep).add(0.9, run="another point")

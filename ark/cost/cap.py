@@ -140,12 +140,16 @@ class Budget:
         if ticket is not None:
             self.settle(ticket, None)
 
-    def _room_may_free(self) -> bool:
-        """Whether calls in flight (this process's or another's) may still free room: dead processes'
-        reservations are settled as paid at their worst case on the way."""
+    def _could_fit(self, worst: float) -> bool:
+        """Whether a call whose worst case is ``worst`` fits under the cap once every call in flight has
+        finished (at no cost). What is paid only grows, so a call for which this is False never fits; the
+        answer does not depend on which calls happen to be in flight when it is asked (one may have been
+        paid between a refused reservation and this question). Reservations dead processes left are
+        settled as paid at their worst case on the way."""
         if self.capped is None:
-            return self.reserved > 1e-12
-        return self.capped.reconcile()[1]
+            return self.paid + worst <= self.cap_usd + 1e-12
+        self.capped.reconcile()
+        return self.capped.total() + worst <= self.cap_usd + 1e-12
 
     async def reserve(self, price: Any, messages: list[dict], tools: list[dict] | None, max_tokens: int,
                       chars: int | None = None) -> Ticket:
@@ -168,7 +172,7 @@ class Budget:
             if ticket is not None:
                 return ticket
             with self._lock:
-                if not self.exhausted and not self._room_may_free():
+                if not self.exhausted and not self._could_fit(worst):
                     self.exhausted = True
                 if self.exhausted:
                     self.refused += 1
