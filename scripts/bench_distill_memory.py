@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -30,17 +29,13 @@ sys.path.insert(0, str(REPO / "scripts"))
 ALLOCATORS = ("glibc", "jemalloc")
 
 
-def resident_gb() -> float:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 2**20
-
-
 def child(steps: int) -> dict:
     """Train `steps` optimizer steps in this process; its step times and memory."""
     import torch
     from transformers import TrainerCallback
 
     from bench_distill import setup
+    from bench_graph import peak_rss_gib, rss_gib
 
     torch.manual_seed(0)
     times: list[float] = []
@@ -61,8 +56,8 @@ def child(steps: int) -> dict:
         trainer.args.max_steps = steps
         trainer.add_callback(Clock())
         trainer.train()
-    return {"step_s": times, "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-            "end_rss_gb": resident_gb(), "jemalloc": "libjemalloc" in Path("/proc/self/maps").read_text()}
+    return {"step_s": times, "peak_rss_gb": peak_rss_gib(),
+            "end_rss_gb": rss_gib(), "jemalloc": "libjemalloc" in Path("/proc/self/maps").read_text()}
 
 
 def run(allocator: str, steps: int, jemalloc: str) -> dict:

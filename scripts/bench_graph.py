@@ -48,16 +48,27 @@ REPEATS = 5  # warm neighbor calls timed per node and filter (their median is re
 EXPONENT = 0.6  # rank-frequency exponent of the power law (P(rank <= r) ~ r^(1 - EXPONENT))
 
 
-def peak_rss_gib() -> float:
-    """Peak resident set size of this process so far. ``VmHWM`` is per process image (getrusage's
-    ru_maxrss would carry the parent's peak into a child started by fork + exec)."""
+def _status_gib(field: str) -> float | None:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 2**20
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return None
+
+
+def peak_rss_gib() -> float:
+    """Peak resident set size of this process so far. ``VmHWM`` is per process image (getrusage's
+    ru_maxrss would carry the parent's peak into a child started by fork + exec)."""
+    peak = _status_gib("VmHWM")
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def rss_gib() -> float:
+    """Resident set size of this process now (``VmRSS``; NaN where /proc is not there)."""
+    now = _status_gib("VmRSS")
+    return now if now is not None else float("nan")
 
 
 def _power_law_ids(rng: np.random.Generator, start: int, n: int, size: int, perm: np.ndarray) -> np.ndarray:
