@@ -59,3 +59,20 @@ def test_a_free_port_gets_a_server_of_its_own(no_start):
     port = local_server.free_port()
     with serving(BackboneConfig(provider="local", base_url=f"http://127.0.0.1:{port}/v1", model="m")) as server:
         assert server is no_start[0] and server.config.port == port and server.config.model_alias == "m"
+
+
+def test_a_port_whose_server_has_just_stopped_gets_a_server_again(no_start):
+    """A server that stopped a moment ago leaves the connections it closed in TIME_WAIT on its port (the
+    readiness probe's, the run's). A new server binds there all the same (uvicorn sets SO_REUSEADDR), so
+    the port is free: two runs of a local backbone one after the other, as a sweep's, must both start."""
+    with socket.socket() as old:
+        old.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        old.bind(("127.0.0.1", 0))
+        old.listen()
+        port = old.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            conn, _ = old.accept()
+            conn.close()                         # the server closes first: its side waits in TIME_WAIT
+            client.recv(1)
+    with serving(BackboneConfig(provider="local", base_url=f"http://127.0.0.1:{port}/v1", model="m")) as server:
+        assert server is no_start[0] and server.config.port == port

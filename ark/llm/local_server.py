@@ -269,7 +269,10 @@ def _served_models(base_url: str) -> list[str] | None:
 
 
 def _port_taken(host: str, port: int) -> bool:
+    """Whether a server could not bind ``port``: bound as llama.cpp's server binds it (uvicorn sets
+    SO_REUSEADDR), so connections a stopped server left in TIME_WAIT there do not count, a listener does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
