@@ -60,6 +60,7 @@ def test_the_closest_key_is_named(override, closest):
     ["backbone=scripted", "+backbone.agent={first_search: true}"],    # a mapping field, whole
     ["+backbone.extra_body.chat_template_kwargs.enable_thinking=false"],   # below an empty mapping
     ["+ablation.tools.switches.count_nodes=false"],                  # below a mapping field
+    ["backbone=rules-compact", "+backbone.extra_body.rules.max_anchors=1"],   # two levels below one
     ["encoder=openai-3-small", "+encoder.encoder.base_url=http://x/v1"],   # an argument of its class
     ["backbone.rpm=500", "backbone.price.input_per_m=2", "backbone.price.output_per_m=8"],
 ])

@@ -118,8 +118,10 @@ def is_known(cfg: DictConfig, key: str) -> bool:
             return True     # an empty mapping in the config (extra_body: {}) takes keys of its own
         if _takes(node, part, last=i == len(parts) - 1):
             return True
-        # below a parameter that holds a mapping (ablation.tools.switches.<name>)
-        return i > 0 and _takes(_select(cfg, parts[:i - 1]) if i > 1 else cfg, parts[i - 1], last=False)
+        # below a parameter that holds a mapping, at any depth (ablation.tools.switches.<name>,
+        # backbone.extra_body.rules.<name>)
+        return any(_takes(_select(cfg, parts[:j - 1]) if j > 1 else cfg, parts[j - 1], last=False)
+                   for j in range(i, 0, -1))
     return True
 
 
