@@ -16,7 +16,9 @@ students were trained on; with --final-select, the shipped student with the agen
 (its last step must call ``select``, decoded under the tool's schema). Per row: Hit@1, Hit@5, Recall@20, MRR, model mistakes per step (bad JSON, unknown tool, no tool
 call, unseen ids) and, for a model, its retention: Hit@1 / the compact teacher's Hit@1, with a 95% interval
 from a paired bootstrap over the queries (1,000 resamples, seed 0). Below, each row's Hit@1 misses by where
-the gold nodes were lost (`miss_causes`: never shown, shown but not selected, selected but not first). Run directories go under --runs (they
+the gold nodes were lost (`miss_causes`: never shown, shown but not selected, selected but not first), and each
+model's trajectories against the teacher's on the same queries (`ark.analysis.imitation`: the first call where
+they part, the shapes of each, argument values the teacher never gives). Run directories go under --runs (they
 resume: an interrupted student run goes on where it stopped). No paid API; a student takes about 8 s per
 query on 2 cores.
 """
@@ -178,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     for label, d in dirs.items():
         causes = miss_causes(d)
         print(",".join([label, *(str(causes[c]) for c in MISS_CAUSES)]))
+    from ark.analysis.imitation import compare, format_imitation
+    from ark.run.rundir import RunDir
+
+    for label in (r for r in dirs if r in models):
+        print(f"\n{label} against its teacher rules-compact, query by query (ark.analysis.imitation)")
+        print(format_imitation(compare(RunDir(dirs[label]).agent_trajectories(),
+                                       RunDir(dirs["rules-compact"]).agent_trajectories())))
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         with open(a.out / f"demo_{a.split}{'_limit' + str(a.limit) if a.limit else ''}.csv", "w", newline="") as f:

@@ -302,6 +302,15 @@ class RunDir:
         for rec in self.records(status_filter):
             yield rec, self.trajectories(rec)
 
+    def agent_trajectories(self, agent_index: int = 0) -> dict[str, dict]:
+        """{query key: that agent's trajectory} over the ok queries that hold one (`ark.analysis.imitation`)."""
+        out = {}
+        for rec, trajs in self.iter_trajectories("ok"):
+            mine = [t for t in trajs if int(t.get("agent_index", 0)) == agent_index]
+            if mine:
+                out[key(rec["query_id"])] = mine[0]
+        return out
+
     # ---------------------------------------------------------------- summary values
     @property
     def complete(self) -> bool:
