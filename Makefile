@@ -178,4 +178,7 @@ bench-distill: $(VENV)/.distill ## the demo student's CPU training: TRL's loss v
 	OMP_WAIT_POLICY=PASSIVE $(PY) scripts/bench_distill.py
 	bash scripts/jemalloc.sh --install >/dev/null && $(PY) scripts/bench_distill_memory.py
 
-bench: bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense bench-distill
+bench-prompt-cache: $(VENV)/.local ## the local server's llama.cpp prompt cache: the library's budget vs whole entries counted, side by side (about 5 min)
+	$(PY) scripts/bench_prompt_cache.py
+
+bench: bench-graph bench-tools bench-agent bench-runner bench-replicas bench-attribution bench-tables bench-dense bench-distill bench-prompt-cache

@@ -33,6 +33,9 @@ and decodes the arguments under a grammar made from the tool's JSON schema; "aut
 
     python -m ark.llm.llama_server --model m.gguf --chat_format chatml-function-calling ...  # llama_cpp.server's flags
 
+Its ``--cache`` (a RAM prompt cache of ``--cache_size`` bytes) counts all of each entry against that size
+(`counted`): the library counts only the model state, not the logits kept with it, five times as much.
+
 Only this process imports llama_cpp; everything else here is plain Python (`serving_revision` and
 `check_gguf` are used by the processes that start the server and key its replies).
 """
@@ -68,6 +71,8 @@ CHAT_FORMATS = (DEFAULT_CHAT_FORMAT, "functionary-v2", "chatml", "llama-3", *HER
 PROMPT_LOG_ENV = "ARK_LOCAL_PROMPT_LOG"
 # set by LocalServer to its own pid: the server stops when that process is gone
 PARENT_ENV = "ARK_LOCAL_SERVER_PARENT"
+# the server log's line saying how the prompt cache's budget is counted (`counted`)
+CACHE_NOTE = "ark: the prompt cache counts whole entries (model state, logits and token ids) against --cache_size"
 # when a request carries no max_tokens (the repo's clients always send one)
 FALLBACK_MAX_TOKENS = 1024
 
@@ -258,6 +263,26 @@ def chat_format_arg(argv: list[str]) -> str | None:
     return None
 
 
+def entry_bytes(state: Any) -> int:
+    """What one entry of llama-cpp-python's prompt cache (a ``LlamaState``) holds: the model's state and the
+    copies of the logits (``scores``: n_batch rows of the vocabulary) and of the token ids kept beside it."""
+    return int(state.llama_state_size) + int(state.scores.nbytes) + int(state.input_ids.nbytes)
+
+
+def counted(ram_cache: type) -> type:
+    """llama-cpp-python's RAM prompt cache class ``ram_cache`` with its budget counting all of each entry
+    (`entry_bytes`). The library counts the model state alone: a SmolLM2 entry is about 17 MB of state and
+    85 MB of logits, so a 512 MiB budget held about 30 entries, 3.5 GB (``scripts/bench_prompt_cache.py``)."""
+
+    class CountedRAMCache(ram_cache):
+        @property
+        def cache_size(self) -> int:
+            return sum(entry_bytes(s) for s in self.cache_state.values())
+
+    CountedRAMCache.__qualname__ = CountedRAMCache.__name__ = f"Counted{ram_cache.__name__}"
+    return CountedRAMCache
+
+
 def exit_with_parent(parent_pid: int, poll_s: float = 1.0) -> threading.Thread:
     """Stop this process once ``parent_pid`` is no longer its parent (the process that started the
     server was killed, even with SIGKILL, before it could stop the server)."""
@@ -276,8 +301,12 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if os.environ.get(PARENT_ENV):
         exit_with_parent(int(os.environ[PARENT_ENV]))
+    import llama_cpp
     from llama_cpp import llama_chat_format
     from llama_cpp.server.__main__ import main as serve
+
+    llama_cpp.LlamaRAMCache = counted(llama_cpp.LlamaRAMCache)   # the server builds its --cache from this name
+    print(CACHE_NOTE, file=sys.stderr, flush=True)
 
     name = chat_format_arg(argv)
     if name in HERMES_FORMATS:

@@ -112,9 +112,10 @@ class LocalServerConfig:
     # keep the model state after each prompt in RAM (llama-cpp-python's LlamaRAMCache) and restore the
     # longest cached prefix: the server has one context, so without it agents that take turns
     # re-evaluate their whole conversation on every call (measured on the demo: about 1,000 prompt
-    # tokens per call without, tens with). The budget counts llama.cpp's state (about 50 MB for a
-    # 2,000-token SmolLM2 conversation); each entry also holds up to n_batch rows of logits (100 MB),
-    # so 512 MiB is about 10 entries and 1.5 GB of RAM. 0: no cache
+    # tokens per call without, tens with). The budget counts whole entries (ark.llm.llama_server.counted):
+    # llama.cpp's state (about 17 MB for a 1,500-token SmolLM2 conversation) and the logits kept with it
+    # (up to n_batch rows of the vocabulary, 85-96 MB for SmolLM2), so 512 MiB is about 5 entries, enough
+    # for a few agents taking turns (size it at a few entries per agent). 0: no cache
     prompt_cache_mib: int = 512
     startup_timeout_s: float = 180.0
     log_path: str | None = None  # None: a temp file (printed in errors)
