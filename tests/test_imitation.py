@@ -72,6 +72,7 @@ def test_the_student_is_laid_beside_its_teacher_query_by_query(tmp_path):
     assert im.student_shapes["search_graph > explore_neighbors > select > finish"] == 3   # one call per step here
     assert im.student_shapes[f"search_graph > {NO_CALL} > {NO_CALL}"] == 1
     assert im.teacher_shapes["search_graph > select > finish"] == 2
+    assert (im.student_parallel, im.teacher_parallel) == (0, 0)     # select then finish: one call a step
     assert im.same_first == 2                                      # queries 0 and 2 start with id 1
     assert (im.student_selected, im.teacher_selected) == (5 / 4, 7 / 4)
     text = format_imitation(im)
@@ -88,3 +89,16 @@ def test_a_trajectory_that_stops_early_parts_at_its_end_and_bad_arguments_part_b
              llm_latency_s=0.0, tool_latency_s=0.0, prompt_tokens=1, completion_tokens=1)])
     assert calls(bad)[0].args is None
     assert divergence(calls(bad), calls(t)) == (0, "search_graph", "search_graph", ())
+
+
+def test_a_step_of_several_calls_is_counted_finish_aside():
+    def traj(steps):
+        return Trajectory(query_id=0, agent_index=0, messages=[], selected=[], stop_reason="finish", steps=[
+            Step(index=i, response=None, tool_calls=[ToolCall(f"c{i}{j}", name, "{}") for j, name in enumerate(names)],
+                 observations=[], llm_latency_s=0.0, tool_latency_s=0.0, prompt_tokens=1, completion_tokens=1)
+            for i, names in enumerate(steps)])
+    plain = traj([["search_graph"], ["select", "finish"]])
+    two = traj([["search_graph", "search_graph"], ["select", "finish"]])
+    im = compare({"a": plain, "b": two}, {"a": two, "b": two})
+    assert (im.student_parallel, im.teacher_parallel) == (1, 2)
+    assert im.student_shapes == {"search_graph > select+finish": 1, "search_graph+search_graph > select+finish": 1}

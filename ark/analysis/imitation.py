@@ -87,6 +87,12 @@ def divergence(student: list[Call], teacher: list[Call]) -> tuple | None:
     return (n, student[n].name if n < len(student) else "end", teacher[n].name if n < len(teacher) else "end", ())
 
 
+def _parallel(cs: list[Call]) -> bool:
+    """Whether a step of the trajectory made several calls, ``finish`` not counted."""
+    per_step = Counter(c.step for c in cs if c.name != "finish")
+    return any(n > 1 for n in per_step.values())
+
+
 @dataclass
 class Imitation:
     """A student's trajectories against its teacher's on the queries both hold."""
@@ -97,6 +103,8 @@ class Imitation:
     student_shapes: Counter = field(default_factory=Counter)
     teacher_shapes: Counter = field(default_factory=Counter)
     unseen_values: Counter = field(default_factory=Counter)     # (tool, argument, value) -> student calls
+    student_parallel: int = 0                                   # trajectories with a step of several calls
+    teacher_parallel: int = 0                                   # (finish aside: select+finish is one)
     student_selected: float = 0.0                               # ids on the answer list per query
     teacher_selected: float = 0.0
     same_first: int = 0                                         # queries whose answer lists start with one id
@@ -126,6 +134,8 @@ def compare(student: Mapping[Any, Trajectory | Mapping], teacher: Mapping[Any, T
             out.divergences[d] += 1
         out.student_shapes[shape(s)] += 1
         out.teacher_shapes[shape(t)] += 1
+        out.student_parallel += _parallel(s)
+        out.teacher_parallel += _parallel(t)
         for c in s:
             for k, v in (c.args or {}).items():
                 seen = categorical.get((c.name, k))
@@ -149,8 +159,10 @@ def format_imitation(im: Imitation, top: int = 5) -> str:
              "first call where the student parts from the teacher (call, student tool, teacher tool, arguments):"]
     for (i, s, t, args), n in im.divergences.most_common(top):
         lines.append(f"  {n:5d} ({pct(n)})  call {i + 1}: {s} / {t}" + (f" [{', '.join(args)}]" if args else ""))
-    for label, shapes in (("student", im.student_shapes), ("teacher", im.teacher_shapes)):
-        lines.append(f"{label} shapes ({len(shapes)} distinct):")
+    for label, shapes, parallel in (("student", im.student_shapes, im.student_parallel),
+                                    ("teacher", im.teacher_shapes, im.teacher_parallel)):
+        lines.append(f"{label} shapes ({len(shapes)} distinct; a step of several calls, finish aside, in "
+                     f"{parallel} ({pct(parallel)})):")
         lines += [f"  {n:5d} ({pct(n)})  {sh}" for sh, n in shapes.most_common(top)]
     lines.append("argument values the teacher never gives with that tool (student calls):")
     unseen = im.unseen_values.most_common(top)
