@@ -10,7 +10,7 @@ Then print one query's student trajectory (its tool calls, the fused top-5 with 
 each gold node's fate (`ark.analysis.attribution`) and its distance from what the question's own words show
 (`ark.analysis.reachability`, `ark.analysis.reach_bound`)), the three side by side on these queries (Hit@1,
 Hit@5, Recall@20, MRR, model mistakes per step) and, below, the test split as recorded in results/distill
-(demo_test.csv, all of it, and demo_test_limit100.csv, its first 100 queries, which has the rows not yet
+(demo_test.csv, all of it, and demo_test_limit100.csv, its first 100 queries, while it has a row not yet
 measured on all), each table with the command that remakes it.
 
     python scripts/demo.py                          # 20 queries
@@ -121,13 +121,22 @@ METRICS_SHOWN = ("hit@1", "hit@5", "recall@20", "mrr")
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "distill"
 
 
+def _retrievers(path: Path) -> set[str]:
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        return {row["retriever"] for row in csv.DictReader(f)}
+
+
 def recorded() -> list[Path]:
     """The recorded comparisons on the test split, as `scripts/compare_students.py --out` writes them:
-    demo_test.csv (all 480 queries) and the largest demo_test_limit<n>.csv (its first n), each when there:
-    a row measured on the first n queries only (e.g. a slow one) stays shown beside the whole split's."""
+    demo_test.csv (all 480 queries) and the largest demo_test_limit<n>.csv (its first n), each when there;
+    the first-n table only while it has a row the whole split's lacks (e.g. a slow one measured on n only)."""
     whole = RESULTS / "demo_test.csv"
-    parts = sorted(RESULTS.glob("demo_test_limit*.csv"), key=lambda p: int(p.stem.rsplit("limit", 1)[1]))
-    return ([whole] if whole.is_file() else []) + parts[-1:]
+    parts = sorted(RESULTS.glob("demo_test_limit*.csv"), key=lambda p: int(p.stem.rsplit("limit", 1)[1]))[-1:]
+    if whole.is_file():
+        parts = [p for p in parts if _retrievers(p) - _retrievers(whole)]
+    return ([whole] if whole.is_file() else []) + parts
 
 
 def retriever_of(graph, backbone_name: str, root: str):

@@ -76,3 +76,16 @@ def test_the_recorded_tables_remake_command_names_every_student_it_shows(demo):
     # a table without the base model's row (its run not done) is remade without it
     assert demo.remake_command(["bm25", "rules", "rules-compact", "demo-smollm2-480"], None, "demo-smollm2-480") == (
         "python scripts/compare_students.py --out results/distill --skip smollm2-base")
+
+
+def test_a_first_queries_table_is_shown_only_while_it_has_a_row_the_whole_split_lacks(demo, tmp_path, monkeypatch):
+    monkeypatch.setattr(demo, "RESULTS", tmp_path)
+    head = "retriever,queries,hit@1\n"
+    (tmp_path / "demo_test.csv").write_text(head + "bm25,480,0.2\nstudent,480,0.3\n")
+    (tmp_path / "demo_test_limit20.csv").write_text(head + "bm25,20,0.1\nslow,20,0.0\n")
+    (tmp_path / "demo_test_limit100.csv").write_text(head + "bm25,100,0.2\nslow,100,0.0\n")
+    assert demo.recorded() == [tmp_path / "demo_test.csv", tmp_path / "demo_test_limit100.csv"]
+    (tmp_path / "demo_test.csv").write_text(head + "bm25,480,0.2\nstudent,480,0.3\nslow,480,0.0\n")
+    assert demo.recorded() == [tmp_path / "demo_test.csv"]
+    (tmp_path / "demo_test.csv").unlink()
+    assert demo.recorded() == [tmp_path / "demo_test_limit100.csv"]
