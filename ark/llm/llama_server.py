@@ -272,7 +272,7 @@ def entry_bytes(state: Any) -> int:
 def counted(ram_cache: type) -> type:
     """llama-cpp-python's RAM prompt cache class ``ram_cache`` with its budget counting all of each entry
     (`entry_bytes`). The library counts the model state alone: a SmolLM2 entry is about 17 MB of state and
-    85 MB of logits, so a 512 MiB budget held about 30 entries, 3.5 GB (``scripts/bench_prompt_cache.py``)."""
+    85-96 MB of logits, so a 512 MiB budget held 25 entries, 2.6 GB (``scripts/bench_prompt_cache.py``)."""
 
     class CountedRAMCache(ram_cache):
         @property

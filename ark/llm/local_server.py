@@ -115,7 +115,7 @@ class LocalServerConfig:
     # tokens per call without, tens with). The budget counts whole entries (ark.llm.llama_server.counted):
     # llama.cpp's state (about 17 MB for a 1,500-token SmolLM2 conversation) and the logits kept with it
     # (up to n_batch rows of the vocabulary, 85-96 MB for SmolLM2), so 512 MiB is about 5 entries, enough
-    # for a few agents taking turns (size it at a few entries per agent). 0: no cache
+    # for a few agents taking turns (an entry or two per agent sharing the server). 0: no cache
     prompt_cache_mib: int = 512
     startup_timeout_s: float = 180.0
     log_path: str | None = None  # None: a temp file (printed in errors)
