@@ -88,6 +88,10 @@ def test_a_trajectory_that_stops_early_parts_at_its_end_and_bad_arguments_part_b
         Step(index=0, response=None, tool_calls=[ToolCall("c", "search_graph", "{not json")], observations=["e"],
              llm_latency_s=0.0, tool_latency_s=0.0, prompt_tokens=1, completion_tokens=1)])
     assert calls(bad)[0].args is None
+    raw_newline = Trajectory(query_id=0, agent_index=0, messages=[], selected=[], stop_reason="finish", steps=[
+        Step(index=0, response=None, tool_calls=[ToolCall("c", "search_graph", '{"query": "gout\nrisk"}')],
+             observations=["o"], llm_latency_s=0.0, tool_latency_s=0.0, prompt_tokens=1, completion_tokens=1)])
+    assert calls(raw_newline)[0].args == {"query": "gout\nrisk"}      # read as the agent reads it
     assert divergence(calls(bad), calls(t)) == (0, "search_graph", "search_graph", ())
 
 

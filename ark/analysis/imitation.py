@@ -17,12 +17,12 @@ of two runs (`ark.run.rundir.RunDir.agent_trajectories`).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ark.tools.arguments import loads_arguments
 from ark.trajectory import Trajectory
 
 NO_CALL = "(no tool call)"   # a step whose reply called no tool
@@ -52,7 +52,7 @@ def calls(trajectory: Trajectory | Mapping) -> list[Call]:
             out.append(Call(NO_CALL, None, i))
         for tc in step.tool_calls:
             try:
-                args = json.loads(tc.arguments or "{}")
+                args = loads_arguments(tc.arguments or "{}")   # as the agent reads them
             except (TypeError, ValueError):
                 args = None
             out.append(Call(tc.name, args if isinstance(args, dict) else None, i))
