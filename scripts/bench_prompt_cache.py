@@ -39,12 +39,14 @@ def child(cache_kind: str, conversations: Path, cache_mib: int) -> dict:
     from ark.config.compose import compose
     from ark.llm import hermes
     from ark.llm.llama_server import counted, entry_bytes
-    from ark.llm.local_server import default_gguf
+    from ark.llm.local_server import LocalServerConfig, default_gguf
     from bench_graph import peak_rss_gib, rss_gib
 
     local = compose(["graph=demo", "backbone=smollm2-distilled"]).backbone.local
+    served = LocalServerConfig()   # the server's context and threads (LocalServer.command)
     model = llama_cpp.Llama(model_path=str(local.model_path or default_gguf()), lora_path=local.lora_path,
-                            n_ctx=8192, n_threads=1, n_threads_batch=1, logits_all=False, verbose=False)
+                            n_ctx=served.n_ctx, n_threads=served.n_threads, n_threads_batch=served.n_threads,
+                            logits_all=False, verbose=False)
     kind = llama_cpp.LlamaRAMCache if cache_kind == "library" else counted(llama_cpp.LlamaRAMCache)
     cache = kind(capacity_bytes=cache_mib << 20)
     model.set_cache(cache)
@@ -91,10 +93,15 @@ def conversations(queries: int, folder: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--queries", type=int, default=20, help="conversations: the first n demo test queries")
-    p.add_argument("--cache-mib", type=int, default=512, help="the cache budget (LocalServerConfig.prompt_cache_mib)")
+    p.add_argument("--cache-mib", type=int, default=None,
+                   help="the cache budget (default: LocalServerConfig.prompt_cache_mib, 512)")
     p.add_argument("--child", choices=CACHES, help=argparse.SUPPRESS)
     p.add_argument("--conversations", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.cache_mib is None:
+        from ark.llm.local_server import LocalServerConfig
+
+        a.cache_mib = LocalServerConfig().prompt_cache_mib
     if a.queries < 1 or a.cache_mib < 1:
         raise SystemExit(f"--queries and --cache-mib must be at least 1, got {a.queries} and {a.cache_mib}")
     if a.child:
