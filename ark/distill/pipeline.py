@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ark.distill.sft_data import build_examples, dataset_stats, examples_sha256, load_trajectories, trainable_chat
+from ark.distill.sft_data import (build_examples, dataset_stats, examples_sha256, load_trajectories, repeated,
+                                  several_calls, trainable_chat)
 from ark.distill.student import StudentConfig, load_model, load_tokenizer
 from ark.distill.train import DistillConfig, TrainResult, resume_point, train_lora, training_inputs, write_card
 
@@ -87,12 +88,15 @@ def sft_inputs(student: StudentConfig, train: DistillConfig, train_dirs: list[Pa
     val_trajs = first_queries(load_trajectories(*map(Path, val_dirs)), val_queries) if val_dirs else []
     kw = student.render_kwargs()
     train_chats = [c for c in map(trainable_chat, train_trajs) if c is not None]
+    multi = sum(map(several_calls, train_chats))
+    train_chats = repeated(train_chats, train.multi_call_repeats)
     val_chats = [c for c in map(trainable_chat, val_trajs) if c is not None]
     train_ex = build_examples(train_chats, tokenizer, kw, train.max_length)
     val_ex = build_examples(val_chats, tokenizer, kw, train.max_length)
     uses_labels = any(s.get("uses_labels") for s in collect_summaries(list(map(Path, train_dirs))))
     stats = {"train": dataset_stats(train_ex), "val": dataset_stats(val_ex),
-             "train_queries": len({str(t.query_id) for t in train_trajs}), "uses_labels": uses_labels}
+             "train_queries": len({str(t.query_id) for t in train_trajs}), "uses_labels": uses_labels,
+             "several_calls": multi, "multi_call_repeats": train.multi_call_repeats}
     card: dict[str, Any] = {"teacher": teacher, "student": student.name, "graph": graph,
                             "queries": stats["train_queries"], "rejection_sampling": uses_labels,
                             "train_dirs": [str(d) for d in train_dirs], "val_dirs": [str(d) for d in val_dirs or []],

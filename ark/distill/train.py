@@ -44,6 +44,8 @@ class DistillConfig:
     stop_after_steps: int | None = None  # stop after n optimizer steps, the learning rate still on the schedule
                                          # of the whole run (epochs or max_steps): a CPU run cut to its time
     max_length: int = 16384  # context length; longer examples are cut at the end (paper: 16,384)
+    multi_call_repeats: int = 1  # a trajectory with a step of several calls (`sft_data.several_calls`) is
+                                 # trained on this many times per epoch (1: once, as the paper does)
     learning_rate: float = 1e-5  # AdamW (paper: 1e-5)
     optim: str = "adamw_torch"  # transformers optimizer name
     lr_scheduler_type: str = "linear"
@@ -72,6 +74,9 @@ class DistillConfig:
             raise ValueError(f"need epochs > 0 or max_steps > 0, got epochs={self.epochs}, max_steps={self.max_steps}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:
             raise ValueError(f"stop_after_steps must be > 0 or null, got {self.stop_after_steps}")
+        if isinstance(self.multi_call_repeats, bool) or not isinstance(self.multi_call_repeats, int) \
+                or self.multi_call_repeats < 1:
+            raise ValueError(f"multi_call_repeats must be a whole number from 1, got {self.multi_call_repeats!r}")
         if self.learning_rate <= 0 or self.max_length <= 0:
             raise ValueError(f"learning_rate and max_length must be > 0, got {self.learning_rate}, {self.max_length}")
         if isinstance(self.report_to, str):
