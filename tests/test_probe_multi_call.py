@@ -1,0 +1,44 @@
+"""scripts/probe_multi_call.py refuses a bad --student, a missing adapter and a bad --limit in one line naming
+the value, before it loads a tokenizer or a model."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("probe_multi_call", ROOT / "scripts" / "probe_multi_call.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--student", "results/distill/demo-smollm2-480/adapter.gguf"], "NAME=ADAPTER.gguf"),
+    (["--student", "s=results/distill/nowhere/adapter.gguf"], "no adapter file 'results/distill/nowhere/adapter.gguf'"),
+    (["--limit", "0"], "--limit and --threads take a whole number from 1, got 0"),
+])
+def test_bad_arguments_are_one_line_before_any_work(argv, named, monkeypatch):
+    import ark.distill.student
+
+    def loaded(*_):
+        raise AssertionError("the tokenizer was loaded before the arguments were checked")
+
+    monkeypatch.setattr(ark.distill.student, "load_tokenizer", loaded)
+    mod = _script()
+    with pytest.raises(SystemExit) as err:
+        mod.main(argv)
+    message = str(err.value)
+    assert named in message and "\n" not in message
+
+
+def test_the_shipped_student_and_no_adapter_parse():
+    mod = _script()
+    name, path = mod.parse_student(mod.SHIPPED)
+    assert name == "demo-smollm2-480" and path.is_file()
+    assert mod.parse_student("base=") == ("base", None)
