@@ -3,19 +3,17 @@ the value, before it loads a tokenizer or a model."""
 
 from __future__ import annotations
 
-import importlib.util
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("probe_multi_call", ROOT / "scripts" / "probe_multi_call.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _script() -> SimpleNamespace:
+    return SimpleNamespace(**runpy.run_path(str(ROOT / "scripts" / "probe_multi_call.py")))
 
 
 @pytest.mark.parametrize("argv, named", [
