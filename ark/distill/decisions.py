@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ark.distill.sft_data import tokenize_chat
+from ark.distill.sft_data import ends_trajectory, tokenize_chat
 
 
 @dataclass(frozen=True)
@@ -28,12 +28,6 @@ class Decision:
     go_on: int            # the next token when a second call follows
     stop: int             # the next token when the turn ends after one call
     teacher_goes_on: bool
-
-
-def _ends(call: dict[str, Any]) -> bool:
-    from ark.tools import FINISH, SELECT
-
-    return call["function"]["name"] in (SELECT, FINISH)
 
 
 def _cut(messages: list[dict], index: int, calls: list[dict]) -> list[dict]:
@@ -53,11 +47,11 @@ def decisions(chat: dict[str, Any], tokenizer, render_kwargs: dict[str, Any] | N
             continue
         turn += 1
         calls = m.get("tool_calls") or []
-        if not calls or _ends(calls[0]):
+        if not calls or ends_trajectory(calls[0]):
             continue
         one, two = (tokenize_chat({**chat, "messages": _cut(messages, i, calls[:1] * n)}, tokenizer,
                                   render_kwargs)["input_ids"] for n in (1, 2))
         p = next(k for k, (a, b) in enumerate(zip(one, two)) if a != b)
         out.append(Decision(turn, calls[0]["function"]["name"], one[:p], two[p], one[p],
-                            sum(not _ends(c) for c in calls) > 1))
+                            sum(not ends_trajectory(c) for c in calls) > 1))
     return out

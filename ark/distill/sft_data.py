@@ -80,19 +80,24 @@ def trainable_chat(traj: Trajectory) -> dict[str, list[dict]] | None:
     return chat
 
 
-def several_calls(chat: dict[str, Any]) -> bool:
-    """Whether an assistant turn of the chat makes several tool calls, not counting the select and finish
-    that end a trajectory together: a second search beside the first, two anchors explored at once, checks."""
+def ends_trajectory(call: dict[str, Any]) -> bool:
+    """Whether a tool call (OpenAI form) is a select or a finish, the calls that end a trajectory together."""
     from ark.tools import FINISH, SELECT
 
-    return any(len([c for c in m.get("tool_calls") or [] if c["function"]["name"] not in (SELECT, FINISH)]) > 1
+    return call["function"]["name"] in (SELECT, FINISH)
+
+
+def several_calls(chat: dict[str, Any]) -> bool:
+    """Whether an assistant turn of the chat makes several tool calls, a select with its finish not counted:
+    a second search beside the first, two anchors explored at once, checks."""
+    return any(sum(not ends_trajectory(c) for c in m.get("tool_calls") or []) > 1
                for m in chat["messages"] if m.get("role") == "assistant")
 
 
 def repeated(chats: list[dict[str, Any]], multi_call_repeats: int) -> list[dict[str, Any]]:
     """The chats, each one with a step of several calls (`several_calls`) `multi_call_repeats` times in a
-    row: the weight a small student needs on the steps it otherwise never learns to take (it learns the
-    teacher's most frequent shape, one call per step)."""
+    row: more weight on the steps a student that learned the teacher's most frequent shape (one call per
+    step) does not take. For the demo's SmolLM2 twice did not teach them (docs/benchmarks.md)."""
     return [c for c in chats for _ in range(multi_call_repeats if several_calls(c) else 1)]
 
 
