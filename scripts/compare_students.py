@@ -99,6 +99,16 @@ def shipped_student() -> tuple[str, Path]:
     return adapter.parent.name, adapter
 
 
+def parse_student(spec: str) -> tuple[str, Path]:
+    """``NAME=ADAPTER`` of --student: the student's name and its adapter.gguf, which must exist."""
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise SystemExit(f"--student takes NAME=ADAPTER.gguf, got {spec!r}")
+    if not Path(path).is_file():
+        raise SystemExit(f"--student {spec}: no adapter file {path!r}")
+    return name, Path(path)
+
+
 def retention(model: dict[str, float], teacher: dict[str, float], n_boot: int = 1000, seed: int = 0):
     """Model Hit@1 / teacher Hit@1 over the same queries, with a paired bootstrap 95% interval."""
     ids = sorted(set(model) & set(teacher))
@@ -131,11 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     shipped, adapter = shipped_student()
     students = {shipped: adapter}
-    for spec in a.student:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not Path(path).is_file():
-            raise SystemExit(f"--student {spec!r}: give NAME=ADAPTER with an existing adapter.gguf file")
-        students[name] = Path(path)
+    students.update(map(parse_student, a.student))
     base = ["graph=demo", f"split={a.split}"] + ([f"limit={a.limit}"] if a.limit else [])
     suffix = f"_{a.split}" + (f"_limit{a.limit}" if a.limit else "")
     points = {"bm25": base + ["retriever=bm25"], "rules": base + ["backbone=rules"],

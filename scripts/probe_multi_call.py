@@ -24,23 +24,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
-SHIPPED = "demo-smollm2-480=results/distill/demo-smollm2-480/adapter.gguf"
+from compare_students import parse_student as parse_adapter  # noqa: E402  (scripts/ is on the path above)
 
 
 def parse_student(spec: str) -> tuple[str, Path | None]:
+    """``NAME=ADAPTER.gguf`` (compare_students.py's --student), or ``NAME=`` for SmolLM2 without an adapter."""
     name, sep, path = spec.partition("=")
-    if not sep or not name:
-        raise SystemExit(f"--student takes NAME=ADAPTER.gguf (NAME= for no adapter), got {spec!r}")
-    if path and not (ROOT / path).is_file() and not Path(path).is_file():
-        raise SystemExit(f"--student {spec}: no adapter file {path!r}")
-    return name, (Path(path) if Path(path).is_absolute() else ROOT / path) if path else None
+    return (name, None) if name and sep and not path else parse_adapter(spec)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--student", action="append", default=None, metavar="NAME=ADAPTER",
-                    help=f"a student to probe (repeatable; default: {SHIPPED})")
+                    help="a student to probe (repeatable; NAME= for no adapter; default: the shipped student, "
+                         "the adapter backbone=smollm2-distilled serves)")
     ap.add_argument("--split", choices=("train", "val"), default="val",
                     help="the teacher collection whose decisions are probed (val: none of it was trained on)")
     ap.add_argument("--limit", type=int, default=60, help="the first n collected trajectories (default 60)")
@@ -48,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.limit < 1 or args.threads < 1:
         raise SystemExit(f"--limit and --threads take a whole number from 1, got {args.limit} and {args.threads}")
-    students = [parse_student(s) for s in (args.student or [SHIPPED])]
+    if args.student:
+        students = [parse_student(s) for s in args.student]
+    else:
+        from compare_students import shipped_student
+
+        students = [shipped_student()]
 
     from omegaconf import OmegaConf
 
