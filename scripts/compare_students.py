@@ -18,7 +18,8 @@ call, unseen ids) and, for a model, its retention: Hit@1 / the compact teacher's
 from a paired bootstrap over the queries (1,000 resamples, seed 0). Below, each row's Hit@1 misses by where
 the gold nodes were lost (`miss_causes`: never shown, shown but not selected, selected but not first), and each
 model's trajectories against the teacher's on the same queries (`ark.analysis.imitation`: the first call where
-they part, the shapes of each, argument values the teacher never gives). Run directories go under --runs (they
+they part, the shapes of each, argument values the teacher never gives, the Hit@1 each makes on the queries of
+each of the teacher's shapes). Run directories go under --runs (they
 resume: an interrupted student run goes on where it stopped). No paid API; a student takes about 8 s per
 query on 2 cores.
 """
@@ -192,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     for label in (r for r in dirs if r in models):
         print(f"\n{label} against its teacher rules-compact, query by query (ark.analysis.imitation)")
         print(format_imitation(compare(RunDir(dirs[label]).agent_trajectories(),
-                                       RunDir(dirs["rules-compact"]).agent_trajectories())))
+                                       RunDir(dirs["rules-compact"]).agent_trajectories(),
+                                       scores[label]["hit@1"], teacher)))
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         with open(a.out / f"demo_{a.split}{'_limit' + str(a.limit) if a.limit else ''}.csv", "w", newline="") as f:

@@ -77,6 +77,17 @@ def test_the_student_is_laid_beside_its_teacher_query_by_query(tmp_path):
     assert (im.student_selected, im.teacher_selected) == (5 / 4, 7 / 4)
     text = format_imitation(im)
     assert "identical trajectories 1" in text and "explore_neighbors(k=5)" in text
+    assert im.by_teacher_shape == {} and "Hit@1 on the queries" not in text   # no Hit@1 given: no such lines
+
+    # with each run's Hit@1 (gold: node 1): where the student loses or gains what its teacher finds
+    hits = compare(student.agent_trajectories(), teacher.agent_trajectories(),
+                   student.per_query_metric("hit@1", include_failed=True),
+                   teacher.per_query_metric("hit@1", include_failed=True))
+    assert hits.by_teacher_shape == {"search_graph > explore_neighbors > select > finish": [2, 1.0, 2.0],
+                                     "search_graph > select > finish": [2, 1.0, 1.0]}
+    lines = format_imitation(hits).splitlines()
+    table = lines[lines.index(next(x for x in lines if x.startswith("Hit@1 on the queries"))) + 1:]
+    assert [x.split()[:4] for x in table] == [["2", "1", "1", "0"], ["2", "1", "2", "-1"]]  # most lost first
 
 
 def test_a_trajectory_that_stops_early_parts_at_its_end_and_bad_arguments_part_by_tool():

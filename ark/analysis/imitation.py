@@ -5,7 +5,9 @@ laid side by side call by call. For every query both answered, the first call wh
 two tools, and when the tool is the same the arguments that differ) says where the student stopped imitating;
 over all queries, the trajectory shapes of each (its steps, each the tools it called), the argument values the student
 gives that its teacher never gave with that tool (of the arguments the teacher gives few distinct values of,
-such as ``k`` or a type filter), how many ids each answer list holds and how often both start with one id.
+such as ``k`` or a type filter), how many ids each answer list holds and how often both start with one id; given
+each side's Hit@1 per query, how many hits each makes on the queries of each of the teacher's shapes (where the
+student loses what its teacher finds).
 
 No LLM calls, no graph and no run directory: two {query id: trajectory} maps, such as one agent's trajectories
 of two runs (`ark.run.rundir.RunDir.agent_trajectories`).
@@ -108,10 +110,14 @@ class Imitation:
     student_selected: float = 0.0                               # ids on the answer list per query
     teacher_selected: float = 0.0
     same_first: int = 0                                         # queries whose answer lists start with one id
+    by_teacher_shape: dict = field(default_factory=dict)        # teacher shape -> [queries, teacher hits, student hits]
 
 
-def compare(student: Mapping[Any, Trajectory | Mapping], teacher: Mapping[Any, Trajectory | Mapping]) -> Imitation:
-    """`Imitation` of two {query id: trajectory} maps, over the queries both hold."""
+def compare(student: Mapping[Any, Trajectory | Mapping], teacher: Mapping[Any, Trajectory | Mapping],
+            student_hits: Mapping[Any, float] | None = None,
+            teacher_hits: Mapping[Any, float] | None = None) -> Imitation:
+    """`Imitation` of two {query id: trajectory} maps, over the queries both hold; with both {query id: Hit@1}
+    maps (`ark.run.rundir.RunDir.per_query_metric`), also the hits of each by the teacher's shape."""
     both = [q for q in student if q in teacher]
     s_traj = {q: _trajectory(student[q]) for q in both}
     t_traj = {q: _trajectory(teacher[q]) for q in both}
@@ -134,6 +140,11 @@ def compare(student: Mapping[Any, Trajectory | Mapping], teacher: Mapping[Any, T
             out.divergences[d] += 1
         out.student_shapes[shape(s)] += 1
         out.teacher_shapes[shape(t)] += 1
+        if student_hits is not None and teacher_hits is not None:
+            row = out.by_teacher_shape.setdefault(shape(t), [0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += teacher_hits.get(q, 0.0)
+            row[2] += student_hits.get(q, 0.0)
         out.student_parallel += _parallel(s)
         out.teacher_parallel += _parallel(t)
         for c in s:
@@ -167,4 +178,9 @@ def format_imitation(im: Imitation, top: int = 5) -> str:
     lines.append("argument values the teacher never gives with that tool (student calls):")
     unseen = im.unseen_values.most_common(top)
     lines += [f"  {n:5d}  {tool}({arg}={value!r})" for (tool, arg, value), n in unseen] or ["  none"]
+    if im.by_teacher_shape:
+        lines.append("Hit@1 on the queries of each teacher shape, the most the student loses first (queries, teacher, "
+                     "student, lost):")
+        rows = sorted(im.by_teacher_shape.items(), key=lambda kv: (kv[1][2] - kv[1][1], -kv[1][0], kv[0]))[:top]
+        lines += [f"  {n:5d}  {t:5.0f}  {s:5.0f}  {t - s:5.0f}  {sh}" for sh, (n, t, s) in rows]
     return "\n".join(lines)
