@@ -225,7 +225,8 @@ def test_compact_settings_ask_less_of_the_tools(toolset):  # noqa: F811
 
 @pytest.mark.parametrize("options, named", [({"check_count": 3}, "unknown key 'check_count'"),
                                             ({"neighbors_k": 0}, "neighbors_k must be a whole number from 1"),
-                                            ({"select_n": "ten"}, "select_n must be a whole number from 1")])
+                                            ({"select_n": "ten"}, "select_n must be a whole number from 1"),
+                                            ({"head_search": 0}, "head_search must be true or false")])
 def test_a_bad_rules_setting_is_named_before_a_run(options, named):
     with pytest.raises(ValueError, match=named) as err:
         BackboneConfig(name="rules", model="rules", provider="rules", extra_body={"rules": options})
@@ -247,3 +248,36 @@ def test_the_compact_teacher_config_composes_with_the_students_budget():
     assert (agent.prompt_version, agent.t_max, agent.n_agents) == ("student", 4, 1)
     assert (tools.search_k, tools.neighbors_k, tools.snippet_chars) == (5, 10, 60)
     assert cfg.collect.trajectories_per_query == 1 and cfg.collect.t_max == 4
+
+
+def test_the_uniform_teacher_takes_one_shape_and_keeps_the_hits_answer(tmp_path):
+    """conf/backbone/rules-compact-uniform.yaml on the tables graph's queries beside rules-compact: the
+    compact teacher searches a head noun in step 1 or selects straight from its search in some of them
+    (so the comparison can fail); the uniform one makes one search and then explores in every query, and
+    where the compact one answered from its search the uniform answer starts with the same node."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from ark.data.tables.source import TablesSource
+    from ark.search.bm25 import load_index
+
+    source = TablesSource(REPO / "tests" / "data" / "tables_kg", root=tmp_path / "data")
+    g = source.graph()
+    tools = ToolSet(g, load_index(g, source.cache_dir), ToolConfig())
+    runs = {}
+    for name in ("rules-compact", "rules-compact-uniform"):
+        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+            cfg = compose("config", overrides=["experiment=collect_student", f"backbone={name}"])
+        llm = LLMClient(instantiate(cfg.backbone))
+        runs[name] = [run_agent(llm, tools, q.text) for q in source.queries()]
+
+    def steps(traj):
+        return [[tc["function"]["name"] for tc in m["tool_calls"]] for m in traj.messages if m["role"] == "assistant"]
+
+    compact, uniform = runs["rules-compact"], runs["rules-compact-uniform"]
+    from_search = [i for i, t in enumerate(compact) if steps(t)[1][0] == "select"]
+    assert from_search and any(steps(t)[0] == ["search_graph"] * 2 for t in compact)
+    for t in uniform:
+        assert steps(t)[0] == ["search_graph"] and steps(t)[1][0] == "explore_neighbors"
+        assert t.stop_reason == "finish" and not any(s.error for s in t.steps)
+    assert [uniform[i].selected[0] for i in from_search] == [compact[i].selected[0] for i in from_search]

@@ -21,7 +21,9 @@ The policy, step by step:
    content words or more, or a third with two anchors) explore each anchor's neighbours of the asked
    type (with no type named: one list per relation the question names); *described* questions explore
    the top two hits of the whole question for the asked type, unless the asked type is the top hit's
-   (then the hits are the answer);
+   (then the hits are the answer; with ``explore_always`` a described question explores all the same,
+   its top hits of another type or else its top hits, filtered by the asked type where there is one,
+   and its answer lists the hits before what the exploration found);
 3. check the best candidates (those on the shortest lists first) against each anchor they were not
    listed under (``explore_neighbors`` on the candidate, filtered by the anchor's type, ranked by its name);
 4. select, best first: nodes next to more anchors, then linked to them by relations the question
@@ -64,9 +66,16 @@ class RulesSettings:
     explore_hits: int = 2  # described questions: top hits explored
     max_anchors: int = 3
     select_n: int = 20  # ids selected
+    head_search: bool = True  # search the head noun in step 1 (its hits vote for the asked type)
+    explore_always: bool = False  # described questions explore even when the hits are the answer (listed first)
 
     def __post_init__(self) -> None:
         for key, value in vars(self).items():
+            if key in ("head_search", "explore_always"):
+                if not isinstance(value, bool):
+                    raise ValueError(f"bad setting in backbone.extra_body.rules: {key} must be true or false, "
+                                     f"got {value!r}")
+                continue
             floor = 0 if key in ("max_phrases", "check") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < floor:
                 raise ValueError(f"bad setting in backbone.extra_body.rules: {key} must be a whole number "
@@ -407,7 +416,7 @@ class Reading:
         out = [(self.question, st.question_k)]
         head = self.head_noun()
         out += [(p, st.head_k if p == head else st.phrase_k) for p in self.phrases() if p != self.question]
-        if head and self.type_of_word(head) is None and head not in {q for q, _ in out}:
+        if st.head_search and head and self.type_of_word(head) is None and head not in {q for q, _ in out}:
             out.append((head, st.head_k))
         return out
 
@@ -439,10 +448,13 @@ class Reading:
             # specific ones), or all of an anchor's neighbours when it names none
             rels = self.relations_named(skip) or [None]
             return [(EXPLORE, self._explore_args(a.node, None, [r] if r else None)) for a in anchors for r in rels]
-        hits = [h for h in self.question_hits() if asked is None or h.type != asked][:self.settings.explore_hits]
-        if asked is None or not hits or self.question_hits()[0].type == asked:
+        question_hits = self.question_hits()
+        hits = [h for h in question_hits if asked is None or h.type != asked][:self.settings.explore_hits]
+        if self.settings.explore_always:
+            hits = hits or question_hits[:self.settings.explore_hits]
+        elif asked is None or not hits or question_hits[0].type == asked:
             return []
-        return [(EXPLORE, self._explore_args(h, [asked], None, self.question)) for h in hits]
+        return [(EXPLORE, self._explore_args(h, [asked] if asked else None, None, self.question)) for h in hits]
 
     def _listed(self, anchors: list[Anchor]) -> dict:
         """id -> `Candidate`: every node the explorations of step 1 listed, anchors left out."""
@@ -470,7 +482,7 @@ class Reading:
         hits = self.question_hits()
         if not named:
             explored = [n for step in self.steps[1:2] for c in step if c.name == EXPLORE for n in c.nodes]
-            pool = explored + hits
+            pool = hits + explored if self.settings.explore_always else explored + hits
             ordered = ([n for n in pool if asked is None or n.type == asked]
                        + [n for n in pool if asked is not None and n.type != asked])
             return list(dict.fromkeys(n.id for n in ordered))
