@@ -138,10 +138,11 @@ def compare(student: Mapping[Any, Trajectory | Mapping], teacher: Mapping[Any, T
             out.identical += 1
         else:
             out.divergences[d] += 1
+        t_shape = shape(t)
         out.student_shapes[shape(s)] += 1
-        out.teacher_shapes[shape(t)] += 1
+        out.teacher_shapes[t_shape] += 1
         if student_hits is not None and teacher_hits is not None:
-            row = out.by_teacher_shape.setdefault(shape(t), [0, 0.0, 0.0])
+            row = out.by_teacher_shape.setdefault(t_shape, [0, 0.0, 0.0])
             row[0] += 1
             row[1] += teacher_hits.get(q, 0.0)
             row[2] += student_hits.get(q, 0.0)

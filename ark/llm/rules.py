@@ -71,7 +71,7 @@ class RulesSettings:
 
     def __post_init__(self) -> None:
         for key, value in vars(self).items():
-            if key in ("head_search", "explore_always"):
+            if isinstance(self.__dataclass_fields__[key].default, bool):   # a switch
                 if not isinstance(value, bool):
                     raise ValueError(f"bad setting in backbone.extra_body.rules: {key} must be true or false, "
                                      f"got {value!r}")
