@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ark.distill.sft_data import ends_trajectory, tokenize_chat
+from ark.distill.sft_data import ends_trajectory, step_of_several_calls, tokenize_chat
 
 
 @dataclass(frozen=True)
@@ -53,5 +53,5 @@ def decisions(chat: dict[str, Any], tokenizer, render_kwargs: dict[str, Any] | N
                                   render_kwargs)["input_ids"] for n in (1, 2))
         p = next(k for k, (a, b) in enumerate(zip(one, two)) if a != b)
         out.append(Decision(turn, calls[0]["function"]["name"], one[:p], two[p], one[p],
-                            sum(not ends_trajectory(c) for c in calls) > 1))
+                            step_of_several_calls(calls)))
     return out

@@ -87,10 +87,15 @@ def ends_trajectory(call: dict[str, Any]) -> bool:
     return call["function"]["name"] in (SELECT, FINISH)
 
 
+def step_of_several_calls(calls: list[dict[str, Any]]) -> bool:
+    """Whether one assistant turn's tool calls are several, a select with its finish not counted: a second
+    search beside the first, two anchors explored at once, checks."""
+    return sum(not ends_trajectory(c) for c in calls) > 1
+
+
 def several_calls(chat: dict[str, Any]) -> bool:
-    """Whether an assistant turn of the chat makes several tool calls, a select with its finish not counted:
-    a second search beside the first, two anchors explored at once, checks."""
-    return any(sum(not ends_trajectory(c) for c in m.get("tool_calls") or []) > 1
+    """Whether an assistant turn of the chat makes several tool calls (`step_of_several_calls`)."""
+    return any(step_of_several_calls(m.get("tool_calls") or [])
                for m in chat["messages"] if m.get("role") == "assistant")
 
 
