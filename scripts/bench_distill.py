@@ -3,6 +3,7 @@ side by side in one run, on the demo student's own data and settings.
 
     python scripts/bench_distill.py                   # 2 optimizer steps' examples (8), 3 rounds
     python scripts/bench_distill.py --examples 4 --rounds 2 --no-memory
+    python scripts/bench_distill.py --precision --examples 4 --rounds 2   # float32 against bfloat16 autocast
 
 The free teacher's trajectories on the demo's train split are collected into a temporary folder
 (`experiment=collect_student`, seconds), made into the SFT examples of `make distill-demo`, and the
@@ -13,6 +14,8 @@ with TRL's loss (``SFTTrainer.compute_loss``: on a CPU its fused head scores eve
 trainer's (the labelled positions only), alternating, under the bfloat16 autocast training runs in. Printed: seconds
 per round for each, their ratio, the largest difference of the two losses; before them, unless --no-memory,
 the peak resident memory of a process that does one round with one loss only (a child process per loss).
+With --precision, the trainer's loss in float32 against the same under bfloat16 autocast instead (a CPU
+without AVX512-BF16 or AMX emulates bfloat16: `ark.distill.train.native_bf16`).
 """
 
 from __future__ import annotations
@@ -52,8 +55,9 @@ def setup(n_examples: int, work: Path):
     return make_trainer(load_model(student), tok, examples, None, cfg), examples
 
 
-def passes(trainer, loss: str) -> tuple[float, list[float]]:
-    """Seconds for a forward and backward pass over every training example with one loss; the losses."""
+def passes(trainer, loss: str, bf16: bool | None = None) -> tuple[float, list[float]]:
+    """Seconds for a forward and backward pass over every training example with one loss (under bfloat16
+    autocast if `bf16`, default the trainer's setting); the losses."""
     import torch
     from trl import SFTTrainer
 
@@ -63,7 +67,8 @@ def passes(trainer, loss: str) -> tuple[float, list[float]]:
     t0 = time.perf_counter()
     for i in range(len(trainer.train_dataset)):
         batch = trainer._prepare_inputs(trainer.data_collator([trainer.train_dataset[i]]))
-        with torch.autocast(trainer.args.device.type, dtype=torch.bfloat16, enabled=trainer.args.bf16):
+        with torch.autocast(trainer.args.device.type, dtype=torch.bfloat16,
+                            enabled=trainer.args.bf16 if bf16 is None else bf16):
             value = compute(trainer, model, batch)   # training gets the same autocast from accelerate
         value.backward()
         values.append(float(value.detach()))
@@ -76,9 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--examples", type=int, default=8, help="SFT examples per round (4 make one optimizer step)")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds (0: the memory figures only)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory children")
+    p.add_argument("--precision", action="store_true",
+                   help="time float32 against bfloat16 autocast (the trainer's loss) instead of the two losses")
     p.add_argument("--only", choices=LOSSES, help=argparse.SUPPRESS)   # a memory child: one loss, one round
     a = p.parse_args(argv)
     import torch
+
+    if a.precision:
+        return compare_precision(a.examples, a.rounds)
 
     if a.only:   # a memory child
         from bench_graph import peak_rss_gib
@@ -117,6 +127,31 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r:5d}  {took['trl'][0]:5.1f}  {took['labelled'][0]:10.1f}  {ratios[-1]:12.2f}  {diff:.2e}",
                   flush=True)
         print(f"median trl/labelled: {sorted(ratios)[len(ratios) // 2]:.2f}")
+    return 0
+
+
+def compare_precision(n_examples: int, rounds: int) -> int:
+    """Seconds per round in float32 and under bfloat16 autocast, alternating, side by side; their ratio."""
+    import torch
+
+    from ark.distill.train import native_bf16
+
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer, examples = setup(n_examples, Path(tmp))
+        tokens = sum(len(e["input_ids"]) for e in examples)
+        print(f"{len(examples)} examples, {tokens} tokens; {torch.get_num_threads()} threads; "
+              f"bfloat16 native on this CPU: {native_bf16()}")
+        print("round  float32 s  bfloat16 s  bfloat16/float32")
+        ratios = []
+        for r in range(rounds):
+            took = {}
+            for bf16 in ((False, True) if r % 2 == 0 else (True, False)):
+                torch.manual_seed(r)
+                took[bf16] = passes(trainer, "labelled", bf16)[0]
+            ratios.append(took[True] / took[False])
+            print(f"{r:5d}  {took[False]:9.1f}  {took[True]:10.1f}  {ratios[-1]:16.2f}", flush=True)
+        print(f"median bfloat16/float32: {sorted(ratios)[len(ratios) // 2]:.2f}")
     return 0
 
 

@@ -31,6 +31,9 @@ What llama.cpp expects of the file, and how a PEFT adapter gets there:
 
 Tensors are written as F16 by default: rank 16 on every linear layer of SmolLM2-135M is 9.8 MB in F16
 against 19.5 MB in F32 (`dtype="f32"` keeps full precision).
+
+`read_gguf_lora` goes the other way, so that training can go on from a shipped GGUF adapter
+(`DistillConfig.init_adapter`): the PEFT tensors and alpha back, the q/k rows of lora_b un-permuted.
 """
 
 from __future__ import annotations
@@ -175,6 +178,43 @@ def rotary_permute(rows: np.ndarray, n_head: int) -> np.ndarray:
     if out % (2 * n_head):
         raise ValueError(f"{out} rows do not split into {n_head} heads of rotary pairs")
     return rows.reshape(n_head, 2, out // n_head // 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
+
+
+def rotary_unpermute(rows: np.ndarray, n_head: int) -> np.ndarray:
+    """The inverse of `rotary_permute`: llama GGUF's row order of a q or k projection back to Hugging Face's."""
+    out = rows.shape[0]
+    if out % (2 * n_head):
+        raise ValueError(f"{out} rows do not split into {n_head} heads of rotary pairs")
+    return rows.reshape(n_head, out // n_head // 2, 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
+
+
+def read_gguf_lora(path: Path | str, n_head: int, n_head_kv: int) -> tuple[float, dict[str, np.ndarray]]:
+    """(lora_alpha, {PEFT safetensors key: float32 array}) of a GGUF LoRA adapter for a llama model of
+    `n_head` query and `n_head_kv` key-value heads: the inverse of `write_gguf_lora`."""
+    from gguf import GGUFReader, Keys
+
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"GGUF adapter {str(file)!r} does not exist")
+    reader = GGUFReader(file)
+    kind = reader.get_field(Keys.Adapter.TYPE)
+    alpha = reader.get_field(Keys.Adapter.LORA_ALPHA)
+    if kind is None or kind.contents() != "lora" or alpha is None:
+        raise ValueError(f"{file.name} is not a GGUF LoRA adapter (no adapter.type 'lora' with an adapter.lora.alpha)")
+    modules = {tensor: module for module, tensor in MODULE_TENSORS.items()}
+    weights: dict[str, np.ndarray] = {}
+    for t in reader.tensors:
+        m = re.match(r"^blk\.(\d+)\.(\w+)\.weight\.lora_([ab])$", t.name)
+        if m is None or m.group(2) not in modules:
+            raise ValueError(f"{file.name}: tensor {t.name!r} is not a LoRA tensor of a llama block; "
+                             f"known: blk.N.<{'|'.join(sorted(modules))}>.weight.lora_a/b")
+        array = np.array(t.data, dtype=np.float32).reshape(tuple(int(d) for d in reversed(t.shape)))
+        if m.group(3) == "b" and m.group(2) in ("attn_q", "attn_k"):
+            array = rotary_unpermute(array, n_head if m.group(2) == "attn_q" else n_head_kv)
+        weights[f"base_model.model.model.layers.{int(m.group(1))}.{modules[m.group(2)]}.lora_{m.group(3).upper()}.weight"] = array
+    if not weights:
+        raise ValueError(f"{file.name} holds no LoRA tensors")
+    return float(alpha.contents()), weights
 
 
 def write_gguf_lora(adapter_dir: Path | str, out_path: Path | str, base_gguf: Path | str | None = None,

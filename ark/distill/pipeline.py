@@ -27,7 +27,8 @@ from typing import Any
 from ark.distill.sft_data import (build_examples, dataset_stats, examples_sha256, load_trajectories, repeated,
                                   several_calls, trainable_chat)
 from ark.distill.student import StudentConfig, load_model, load_tokenizer
-from ark.distill.train import DistillConfig, TrainResult, resume_point, train_lora, training_inputs, write_card
+from ark.distill.train import (DistillConfig, TrainResult, adapter_sha256, resume_point, train_lora,
+                              training_inputs, with_init_adapter, write_card)
 
 GGUF_ADAPTER = "adapter.gguf"   # the llama.cpp adapter of a GGUF student, beside its card in output_dir
 
@@ -104,6 +105,9 @@ def sft_inputs(student: StudentConfig, train: DistillConfig, train_dirs: list[Pa
                             "chat_template": student.chat_template, "enable_thinking": student.enable_thinking,
                             "trajectories_sha256": trajectories_sha256(train_trajs),
                             "sft_sha256": examples_sha256(train_ex)}
+    if train.init_adapter is not None:
+        card["init_adapter"] = str(train.init_adapter)
+        card["init_adapter_sha256"] = adapter_sha256(train.init_adapter)
     if command:
         card["command"] = command
     return SFTInputs(train_ex, val_ex, card, stats)
@@ -123,10 +127,11 @@ def distill(student: StudentConfig, train: DistillConfig, train_dirs: list[Path]
     tokenizer = tokenizer or load_tokenizer(student)
     data = sft_inputs(student, train, train_dirs, val_dirs, tokenizer, n_queries, teacher, graph, val_queries, command)
     resume_point(train, training_inputs(data.train, data.val, train, student.name))   # other inputs: refused here
+    model = model if model is not None else load_model(student)
+    model = with_init_adapter(model, train)   # an adapter that does not fit: refused here too
     train.output_dir.mkdir(parents=True, exist_ok=True)
     (train.output_dir / "data_stats.json").write_text(json.dumps(data.stats, indent=2), encoding="utf-8")
     log.info("SFT data: %s", data.stats)
-    model = model if model is not None else load_model(student)
     result = train_lora(model, tokenizer, data.train, data.val or None, train, data.card)
     if student.gguf_file:
         publish_gguf(result, train, data.card, Path(student.model) / student.gguf_file)

@@ -62,14 +62,24 @@ class DistillConfig:
     early_stopping_patience: int | None = 3  # stop after n validations without improvement; None: never
     logging_steps: int = 10
     save_total_limit: int = 2  # checkpoints kept (the best one is always kept)
-    bf16: bool = False  # bfloat16 autocast: GPUs that have it, and CPUs with AVX512-BF16 or AMX
+    bf16: bool | str = False  # bfloat16 autocast; "auto": where the hardware has it (`native_bf16`): a GPU
+                              # with bfloat16, a CPU with AVX512-BF16 or AMX (others emulate it, slower than float32)
     gradient_checkpointing: bool = False  # True for 8B at 16k context
     report_to: list[str] = field(default_factory=lambda: ["none"])  # ["wandb"] to log to W&B
     run_name: str | None = None  # W&B run name
     seed: int = 0
+    init_adapter: Path | None = None  # go on training from this LoRA adapter (a PEFT folder, adapter/ of a run,
+                                      # or a GGUF LoRA file such as a shipped adapter.gguf) instead of a new
+                                      # one; its rank and alpha must be lora_r and lora_alpha
 
     def __post_init__(self) -> None:
         self.output_dir = Path(self.output_dir)
+        if self.init_adapter is not None:
+            self.init_adapter = Path(self.init_adapter)
+            rank, alpha = adapter_rank_alpha(self.init_adapter)
+            if (rank, alpha) != (self.lora_r, self.lora_alpha):
+                raise ValueError(f"init_adapter {str(self.init_adapter)!r} has LoRA r {rank}, alpha {alpha:g}; this run "
+                                 f"trains r {self.lora_r}, alpha {self.lora_alpha}: set lora_r and lora_alpha to the adapter's")
         if self.epochs <= 0 and self.max_steps <= 0:
             raise ValueError(f"need epochs > 0 or max_steps > 0, got epochs={self.epochs}, max_steps={self.max_steps}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:
@@ -79,6 +89,8 @@ class DistillConfig:
             raise ValueError(f"multi_call_repeats must be a whole number from 1, got {self.multi_call_repeats!r}")
         if self.learning_rate <= 0 or self.max_length <= 0:
             raise ValueError(f"learning_rate and max_length must be > 0, got {self.learning_rate}, {self.max_length}")
+        if self.bf16 not in (True, False, "auto") or not isinstance(self.bf16, (bool, str)):
+            raise ValueError(f"bf16={self.bf16!r} is not valid; choose true, false or auto")
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to]
         self.report_to = list(self.report_to)
@@ -98,6 +110,91 @@ class TrainResult:
     peak_memory_gb: float | None  # CUDA peak allocated memory; None on CPU
     data: dict[str, Any]  # dataset_stats of train (and val)
     resumed_from: str | None = None  # the checkpoint this process went on from (runtime and tokens: its part)
+    bf16: bool | None = None  # whether it trained under bfloat16 autocast (`use_bf16`); None: not recorded
+
+
+def native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this machine computes in bfloat16 natively: a CUDA GPU that supports it, else a CPU whose flags
+    (`cpuinfo`) include AVX512-BF16 or AMX-BF16. Elsewhere PyTorch emulates bfloat16 on the CPU, which
+    makes a training step slower than in float32 (4.2x on AVX2 cores: docs/benchmarks.md)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return bool(torch.cuda.is_bf16_supported())
+    try:
+        flags = set(Path(cpuinfo).read_text(encoding="utf-8", errors="replace").split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def use_bf16(cfg: DistillConfig, cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether a run trains under bfloat16 autocast: ``cfg.bf16``, with "auto" resolved by `native_bf16`."""
+    return native_bf16(cpuinfo) if cfg.bf16 == "auto" else cfg.bf16
+
+
+def adapter_rank_alpha(path: Path) -> tuple[int, float]:
+    """The LoRA rank and alpha of an adapter: a PEFT folder (its adapter_config.json) or a GGUF LoRA file
+    (its lora_b's first dimension and adapter.lora.alpha). ValueError (one line) for anything else."""
+    path = Path(path)
+    if path.is_dir():
+        from ark.distill.gguf_adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+
+        if not (path / ADAPTER_CONFIG).is_file() or not (path / ADAPTER_WEIGHTS).is_file():
+            raise ValueError(f"init_adapter {str(path)!r} is not a PEFT adapter folder (needs {ADAPTER_CONFIG} and "
+                             f"{ADAPTER_WEIGHTS}) nor a .gguf file")
+        config = json.loads((path / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+        return int(config.get("r", 0)), float(config.get("lora_alpha", 0))
+    if path.suffix != ".gguf" or not path.is_file():
+        raise ValueError(f"init_adapter {str(path)!r} is neither a PEFT adapter folder nor an existing .gguf file")
+    from gguf import GGUFReader, Keys
+
+    reader = GGUFReader(path)
+    alpha = reader.get_field(Keys.Adapter.LORA_ALPHA)
+    ranks = {int(t.shape[0]) for t in reader.tensors if t.name.endswith(".lora_b")}   # ne: [r, out]
+    if alpha is None or len(ranks) != 1:
+        raise ValueError(f"init_adapter {str(path)!r} is not a GGUF LoRA adapter of one rank "
+                         f"(alpha {'missing' if alpha is None else alpha.contents()}, ranks {sorted(ranks)})")
+    return ranks.pop(), float(alpha.contents())
+
+
+def start_from_adapter(model, cfg: DistillConfig):
+    """`model` with a LoRA of `cfg` whose weights are those of ``cfg.init_adapter`` (trainable): every tensor
+    the new LoRA has must be in the adapter with the same shape, and nothing else. ValueError otherwise."""
+    import torch
+    from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+
+    path = Path(cfg.init_adapter)
+    if path.is_dir():
+        from ark.distill.gguf_adapter import read_peft_adapter
+
+        weights = read_peft_adapter(path)[1]
+    else:
+        from ark.distill.gguf_adapter import read_gguf_lora
+
+        c = model.config
+        weights = read_gguf_lora(path, c.num_attention_heads, getattr(c, "num_key_value_heads", None)
+                                 or c.num_attention_heads)[1]
+    peft_model = get_peft_model(model, lora_config(cfg))
+    expected = {k: tuple(v.shape) for k, v in get_peft_model_state_dict(peft_model).items()}
+    found = {k: tuple(v.shape) for k, v in weights.items()}
+    if expected != found:
+        missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+        shaped = sorted(k for k in set(expected) & set(found) if expected[k] != found[k])
+        first = (missing or extra or shaped)[0]
+        raise ValueError(f"init_adapter {str(path)!r} does not fit this run's LoRA ({len(missing)} tensors missing, "
+                         f"{len(extra)} extra, {len(shaped)} of another shape; e.g. {first!r}): train with its "
+                         "target modules and layers")
+    set_peft_model_state_dict(peft_model, {k: torch.from_numpy(v) for k, v in weights.items()})
+    return peft_model
+
+
+def with_init_adapter(model, cfg: DistillConfig):
+    """`model` started from ``cfg.init_adapter`` (`start_from_adapter`) unless it has no such setting or is
+    already a PEFT model (started by the caller)."""
+    from peft import PeftModel
+
+    return model if cfg.init_adapter is None or isinstance(model, PeftModel) else start_from_adapter(model, cfg)
 
 
 def lora_config(cfg: DistillConfig):
@@ -128,7 +225,7 @@ def sft_config(cfg: DistillConfig, has_eval: bool):
         lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup, weight_decay=cfg.weight_decay,
         per_device_train_batch_size=cfg.per_device_batch_size, per_device_eval_batch_size=cfg.per_device_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps, logging_steps=cfg.logging_steps,
-        save_total_limit=cfg.save_total_limit, bf16=cfg.bf16, use_cpu=not torch.cuda.is_available(),
+        save_total_limit=cfg.save_total_limit, bf16=use_bf16(cfg), use_cpu=not torch.cuda.is_available(),
         activation_checkpointing=cfg.gradient_checkpointing,
         report_to=cfg.report_to, run_name=cfg.run_name, seed=cfg.seed, packing=False,
         dataset_num_proc=None, remove_unused_columns=True, disable_tqdm=True, **steps,
@@ -139,9 +236,22 @@ def training_inputs(train_examples: list[dict], val_examples: list[dict] | None,
                     student: str = "?") -> dict[str, Any]:
     """What a run's checkpoints depend on: the student, the examples' digests and every setting but the
     output folder, the stopping step and logging. Written as checkpoints/inputs.json when training starts."""
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items() if k not in _NOT_INPUTS}
-    return {"student": student, "train_sha256": examples_sha256(train_examples),
-            "val_sha256": examples_sha256(val_examples or []), "settings": settings}
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()
+                if k not in _NOT_INPUTS and not (k == "init_adapter" and v is None)}   # as before the setting was
+    inputs = {"student": student, "train_sha256": examples_sha256(train_examples),
+              "val_sha256": examples_sha256(val_examples or []), "settings": settings}
+    if cfg.init_adapter is not None:
+        inputs["init_adapter_sha256"] = adapter_sha256(cfg.init_adapter)
+    return inputs
+
+
+def adapter_sha256(path: Path) -> str:
+    """The SHA-256 of an adapter: of its file, or of a PEFT folder's weights file."""
+    from ark.data.sources import file_digest
+    from ark.distill.gguf_adapter import ADAPTER_WEIGHTS
+
+    path = Path(path)
+    return file_digest(path / ADAPTER_WEIGHTS if path.is_dir() else path)
 
 
 def _step(checkpoint: Path) -> int:
@@ -161,8 +271,9 @@ def resume_point(cfg: DistillConfig, inputs: dict[str, Any]) -> Path | None:
     saved_file = folder / INPUTS_FILE
     saved = json.loads(saved_file.read_text(encoding="utf-8")) if saved_file.is_file() else {}
     if saved != inputs:
-        diff = sorted({k for k in inputs if k != "settings" and saved.get(k) != inputs[k]}
-                      | {k for k, v in inputs["settings"].items() if saved.get("settings", {}).get(k) != v})
+        was = saved.get("settings", {})
+        diff = sorted({k for k in {*inputs, *saved} if k != "settings" and saved.get(k) != inputs.get(k)}
+                      | {k for k in {*inputs["settings"], *was} if was.get(k) != inputs["settings"].get(k)})
         raise ValueError(f"{folder} holds checkpoints trained on other inputs ("
                          + (", ".join(diff) if saved else f"no {INPUTS_FILE}") + "); remove that folder to "
                          "start over, or set distill.train.output_dir to another folder")
@@ -264,11 +375,14 @@ def sft_trainer_class():
 def make_trainer(model, tokenizer, train_examples: list[dict], val_examples: list[dict] | None,
                  cfg: DistillConfig, callbacks: list | None = None):
     """The trainer `train_lora` runs: LoRA from `cfg` on `model`, the examples as datasets."""
+    from peft import PeftModel
+
     has_eval = bool(val_examples)
+    model = with_init_adapter(model, cfg)
     return sft_trainer_class()(
         model=model, args=sft_config(cfg, has_eval), train_dataset=to_dataset(train_examples),
         eval_dataset=to_dataset(val_examples) if has_eval else None, processing_class=tokenizer,
-        peft_config=lora_config(cfg), callbacks=callbacks or [],
+        peft_config=None if isinstance(model, PeftModel) else lora_config(cfg), callbacks=callbacks or [],
     )
 
 
@@ -288,6 +402,7 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
     has_eval = bool(val_examples)
     inputs = training_inputs(train_examples, val_examples, cfg, (card or {}).get("student", "?"))
     resume = resume_point(cfg, inputs)
+    model = with_init_adapter(model, cfg)   # a misfit adapter is refused before anything is written
     (cfg.output_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     (cfg.output_dir / "checkpoints" / INPUTS_FILE).write_text(json.dumps(inputs, indent=2), encoding="utf-8")
     if resume is not None:
@@ -321,7 +436,7 @@ def train_lora(model, tokenizer, train_examples: list[dict], val_examples: list[
         global_steps=steps, train_runtime_s=runtime, train_tokens=int(train_tokens),
         tokens_per_s=train_tokens / runtime if runtime > 0 else 0.0,
         peak_memory_gb=torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
-        data=data, resumed_from=str(resume) if resume is not None else None,
+        data=data, resumed_from=str(resume) if resume is not None else None, bf16=trainer.args.bf16,
     )
     del out
     save_adapter(trainer.model, tokenizer, result, cfg, card or {})
@@ -380,10 +495,13 @@ def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) ->
         f"| checkpoint selection | "
         f"{'early stopping on validation loss, patience ' + str(cfg.early_stopping_patience) if val else 'last step'} |",
         f"| steps trained | {result.global_steps} |",
+        *([f"| started from | the adapter `{cfg.init_adapter}` (sha256 {card['init_adapter_sha256'][:16]}) |"]
+          if cfg.init_adapter is not None and card.get("init_adapter_sha256") else []),
         *([f"| resumed from | {Path(result.resumed_from).name} (the training time below is from there on) |"]
           if result.resumed_from else []),
         f"| training time | {result.train_runtime_s / 60:.0f} min ({result.tokens_per_s:.0f} tokens/s"
-        + (", CPU)" if result.peak_memory_gb is None else f", {result.peak_memory_gb:.1f} GB GPU peak)") + " |",
+        + (", CPU" if result.peak_memory_gb is None else f", {result.peak_memory_gb:.1f} GB GPU peak")
+        + ("" if result.bf16 is None else ", bfloat16 autocast" if result.bf16 else ", float32") + ") |",
         f"| best validation loss | {result.best_eval_loss} |",
         f"| final training loss | {result.train_losses[-1] if result.train_losses else None} |",
         "",
@@ -399,7 +517,8 @@ def model_card(card: dict[str, Any], cfg: DistillConfig, result: TrainResult) ->
     if card.get("command"):
         lines += ["Rebuilt by:", "", "```", card["command"], "```", ""]
     extra = {k: v for k, v in card.items()
-             if k not in {"teacher", "student", "graph", "queries", "rejection_sampling", "gguf", "command", "sft_sha256", "trajectories_sha256"}}
+             if k not in {"teacher", "student", "graph", "queries", "rejection_sampling", "gguf", "command", "sft_sha256",
+                         "trajectories_sha256", "init_adapter_sha256"}}
     if extra:
         lines += ["Other facts:", "", "```json", json.dumps(extra, indent=2, default=str), "```", ""]
     return "\n".join(lines)

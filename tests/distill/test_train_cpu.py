@@ -173,3 +173,35 @@ def test_the_cpu_loss_is_trls_loss_from_the_labelled_positions_only(collected, s
         assert type(trainer).compute_loss is not SFTTrainer.compute_loss
         assert ours == pytest.approx(trls, rel=1e-4) and g_trl.abs().max() > 0
         assert torch.allclose(g_ours, g_trl, rtol=1e-3, atol=1e-3 * float(g_trl.abs().max()))
+
+
+def test_training_goes_on_from_a_gguf_adapter(trained, collected, student_cfg, student_tokenizer, tmp_path):
+    """``init_adapter``: the run's GGUF adapter (what a shipped student holds) as the start of a new run. The
+    student it starts from is the trained one (its loss on the probe, to the GGUF's F16 rounding), training
+    goes on from there, and the card names the adapter. An adapter on other layers is refused before
+    anything is written."""
+    from ark.distill.train import start_from_adapter
+
+    source = trained["cfg"].output_dir / "adapter.gguf"
+    cfg = dataclasses.replace(trained["cfg"], output_dir=tmp_path / "on", init_adapter=source, max_steps=1,
+                              stop_after_steps=None, eval_steps=1)   # a checkpoint at step 1
+    started = start_from_adapter(load_model(student_cfg), cfg)
+    loss = example_loss(started, trained["probe"])
+    assert loss == pytest.approx(trained["loss_after"], rel=0.02) and loss < 0.8 * trained["loss_before"]
+
+    r = distill(student_cfg, cfg, [collected.train_dir], [collected.val_dir], n_queries=3, teacher="smollm2-local",
+                graph="demo", model=load_model(student_cfg), tokenizer=student_tokenizer)
+    assert r.global_steps == 1 and r.resumed_from is None
+    assert f"| started from | the adapter `{source}`" in (r.adapter_dir / CARD_FILE).read_text()
+    assert json.loads((r.adapter_dir / INFO_FILE).read_text())["card"]["init_adapter"] == str(source)
+    # its checkpoints are not gone on from by a run of a new LoRA
+    with pytest.raises(ValueError, match=r"other inputs \(init_adapter, init_adapter_sha256\)"):
+        distill(student_cfg, dataclasses.replace(cfg, init_adapter=None), [collected.train_dir], [collected.val_dir],
+                n_queries=3, teacher="smollm2-local", graph="demo", model=load_model(student_cfg),
+                tokenizer=student_tokenizer)
+
+    other = dataclasses.replace(cfg, output_dir=tmp_path / "other", lora_layers=list(range(20, 28)))
+    with pytest.raises(ValueError, match=r"does not fit this run's LoRA \(28 tensors missing, 28 extra"):
+        distill(student_cfg, other, [collected.train_dir], [collected.val_dir], n_queries=3,
+                teacher="smollm2-local", graph="demo", model=load_model(student_cfg), tokenizer=student_tokenizer)
+    assert not (tmp_path / "other").exists()
