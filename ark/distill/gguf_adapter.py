@@ -188,19 +188,43 @@ def rotary_unpermute(rows: np.ndarray, n_head: int) -> np.ndarray:
     return rows.reshape(n_head, out // n_head // 2, 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
 
 
-def read_gguf_lora(path: Path | str, n_head: int, n_head_kv: int) -> tuple[float, dict[str, np.ndarray]]:
-    """(lora_alpha, {PEFT safetensors key: float32 array}) of a GGUF LoRA adapter for a llama model of
-    `n_head` query and `n_head_kv` key-value heads: the inverse of `write_gguf_lora`."""
+def _lora_reader(file: Path):
+    """(GGUFReader, lora alpha) of a GGUF LoRA adapter; ValueError (one line) for any other file."""
     from gguf import GGUFReader, Keys
 
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"GGUF adapter {str(file)!r} does not exist")
+    if file.suffix != ".gguf" or not file.is_file():
+        raise ValueError(f"{str(file)!r} is neither a PEFT adapter folder nor an existing .gguf file")
     reader = GGUFReader(file)
     kind = reader.get_field(Keys.Adapter.TYPE)
     alpha = reader.get_field(Keys.Adapter.LORA_ALPHA)
     if kind is None or kind.contents() != "lora" or alpha is None:
-        raise ValueError(f"{file.name} is not a GGUF LoRA adapter (no adapter.type 'lora' with an adapter.lora.alpha)")
+        raise ValueError(f"{str(file)!r} is not a GGUF LoRA adapter (no adapter.type 'lora' with an adapter.lora.alpha)")
+    return reader, float(alpha.contents())
+
+
+def lora_rank_alpha(path: Path | str) -> tuple[int, float]:
+    """The LoRA rank and alpha of an adapter: a PEFT folder (its adapter_config.json) or a GGUF LoRA file
+    (the first dimension of its lora_b tensors, one for all, and adapter.lora.alpha). ValueError (one line)
+    for anything else."""
+    path = Path(path)
+    if path.is_dir():
+        missing = [name for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS) if not (path / name).is_file()]
+        if missing:
+            raise ValueError(f"{str(path)!r} is not a PEFT adapter folder ({missing[0]} is missing) nor a .gguf file")
+        config = json.loads((path / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+        return int(config.get("r", 0)), float(config.get("lora_alpha", 0))
+    reader, alpha = _lora_reader(path)
+    ranks = {int(t.shape[0]) for t in reader.tensors if t.name.endswith(".lora_b")}   # ne: [r, out]
+    if len(ranks) != 1:
+        raise ValueError(f"{str(path)!r} is not a GGUF LoRA adapter of one rank (ranks {sorted(ranks)})")
+    return ranks.pop(), alpha
+
+
+def read_gguf_lora(path: Path | str, n_head: int, n_head_kv: int) -> tuple[float, dict[str, np.ndarray]]:
+    """(lora_alpha, {PEFT safetensors key: float32 array}) of a GGUF LoRA adapter for a llama model of
+    `n_head` query and `n_head_kv` key-value heads: the inverse of `write_gguf_lora`."""
+    file = Path(path)
+    reader, alpha = _lora_reader(file)
     modules = {tensor: module for module, tensor in MODULE_TENSORS.items()}
     weights: dict[str, np.ndarray] = {}
     for t in reader.tensors:
@@ -214,7 +238,7 @@ def read_gguf_lora(path: Path | str, n_head: int, n_head_kv: int) -> tuple[float
         weights[f"base_model.model.model.layers.{int(m.group(1))}.{modules[m.group(2)]}.lora_{m.group(3).upper()}.weight"] = array
     if not weights:
         raise ValueError(f"{file.name} holds no LoRA tensors")
-    return float(alpha.contents()), weights
+    return alpha, weights
 
 
 def write_gguf_lora(adapter_dir: Path | str, out_path: Path | str, base_gguf: Path | str | None = None,

@@ -76,7 +76,12 @@ class DistillConfig:
         self.output_dir = Path(self.output_dir)
         if self.init_adapter is not None:
             self.init_adapter = Path(self.init_adapter)
-            rank, alpha = adapter_rank_alpha(self.init_adapter)
+            from ark.distill.gguf_adapter import lora_rank_alpha
+
+            try:
+                rank, alpha = lora_rank_alpha(self.init_adapter)
+            except ValueError as err:
+                raise ValueError(f"init_adapter {err}") from None
             if (rank, alpha) != (self.lora_r, self.lora_alpha):
                 raise ValueError(f"init_adapter {str(self.init_adapter)!r} has LoRA r {rank}, alpha {alpha:g}; this run "
                                  f"trains r {self.lora_r}, alpha {self.lora_alpha}: set lora_r and lora_alpha to the adapter's")
@@ -131,31 +136,6 @@ def native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 def use_bf16(cfg: DistillConfig, cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether a run trains under bfloat16 autocast: ``cfg.bf16``, with "auto" resolved by `native_bf16`."""
     return native_bf16(cpuinfo) if cfg.bf16 == "auto" else cfg.bf16
-
-
-def adapter_rank_alpha(path: Path) -> tuple[int, float]:
-    """The LoRA rank and alpha of an adapter: a PEFT folder (its adapter_config.json) or a GGUF LoRA file
-    (its lora_b's first dimension and adapter.lora.alpha). ValueError (one line) for anything else."""
-    path = Path(path)
-    if path.is_dir():
-        from ark.distill.gguf_adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-
-        if not (path / ADAPTER_CONFIG).is_file() or not (path / ADAPTER_WEIGHTS).is_file():
-            raise ValueError(f"init_adapter {str(path)!r} is not a PEFT adapter folder (needs {ADAPTER_CONFIG} and "
-                             f"{ADAPTER_WEIGHTS}) nor a .gguf file")
-        config = json.loads((path / ADAPTER_CONFIG).read_text(encoding="utf-8"))
-        return int(config.get("r", 0)), float(config.get("lora_alpha", 0))
-    if path.suffix != ".gguf" or not path.is_file():
-        raise ValueError(f"init_adapter {str(path)!r} is neither a PEFT adapter folder nor an existing .gguf file")
-    from gguf import GGUFReader, Keys
-
-    reader = GGUFReader(path)
-    alpha = reader.get_field(Keys.Adapter.LORA_ALPHA)
-    ranks = {int(t.shape[0]) for t in reader.tensors if t.name.endswith(".lora_b")}   # ne: [r, out]
-    if alpha is None or len(ranks) != 1:
-        raise ValueError(f"init_adapter {str(path)!r} is not a GGUF LoRA adapter of one rank "
-                         f"(alpha {'missing' if alpha is None else alpha.contents()}, ranks {sorted(ranks)})")
-    return ranks.pop(), float(alpha.contents())
 
 
 def start_from_adapter(model, cfg: DistillConfig):
