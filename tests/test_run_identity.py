@@ -169,6 +169,21 @@ def test_an_old_directory_whose_records_do_not_fit_is_refused(kg, tmp_path, edit
     assert snapshot(out) == before                                          # run.json not rewritten
 
 
+def test_the_query_named_is_the_selections_first_misfit_whatever_order_the_records_were_written_in(kg, tmp_path):
+    """Workers finish in any order, so predictions.jsonl holds the queries in any order: the refusal names
+    the first query of the run's selection whose record does not fit, the same line on every machine."""
+    run(tables(kg, tmp_path))
+    out = Path(tables(kg, tmp_path).out_dir)
+    _strip_data(out)
+    preds = out / "predictions.jsonl"
+    lines = preds.read_text().splitlines(keepends=True)
+    assert len(lines) > 1
+    preds.write_text("".join(reversed(lines)))                              # the last finished written first
+    insert_node_first(kg)                                                   # every query's gold moves
+    with pytest.raises(SystemExit, match=r"do not fit the data now \(query q1: gold \[0\] there, \[1\] now\)"):
+        run(tables(kg, tmp_path))
+
+
 def test_an_old_directory_whose_node_ids_moved_is_refused(kg, tmp_path):
     """A node appended before the others' gold moves only the ranked nodes' ids: the graph's own ids that
     the records keep tell."""

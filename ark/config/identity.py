@@ -321,13 +321,13 @@ def stale_records(out: Path, graph, queries) -> str | None:
     ``gold_external``) the node ids still name those nodes."""
     from ark.run.rundir import PREDICTIONS, SHARDS, key, read_predictions
 
-    by_id = {key(q.id): q for q in queries}
     ext = graph.external_id if graph.has_external_ids else None
     out = Path(out)
-    for d in [out, *sorted((out / SHARDS).glob("*"))]:
-        for k, rec in read_predictions(d / PREDICTIONS).items():
-            q = by_id.get(k)
-            if q is None or rec.get("status") not in ("ok", "degraded"):
+    found = [read_predictions(d / PREDICTIONS) for d in [out, *sorted((out / SHARDS).glob("*"))]]
+    for q in queries:                       # in the selection's order: the same query is named however the
+        for records in found:               # records were written (workers finish in any order)
+            rec = records.get(key(q.id))
+            if rec is None or rec.get("status") not in ("ok", "degraded"):
                 continue
             gold = [int(g) for g in rec.get("gold") or []]
             if gold != [int(a) for a in q.answer_ids]:
