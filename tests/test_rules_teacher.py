@@ -250,11 +250,9 @@ def test_the_compact_teacher_config_composes_with_the_students_budget():
     assert cfg.collect.trajectories_per_query == 1 and cfg.collect.t_max == 4
 
 
-def test_the_uniform_teacher_takes_one_shape_and_keeps_the_hits_answer(tmp_path):
-    """conf/backbone/rules-compact-uniform.yaml on the tables graph's queries beside rules-compact: the
-    compact teacher searches a head noun in step 1 or selects straight from its search in some of them
-    (so the comparison can fail); the uniform one makes one search and then explores in every query, and
-    where the compact one answered from its search the uniform answer starts with the same node."""
+def teacher_runs(tmp_path, *backbones: str) -> dict:
+    """{backbone: its trajectories on the tables graph's queries}, each backbone composed as the student's
+    collection composes it (experiment=collect_student)."""
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
@@ -265,11 +263,20 @@ def test_the_uniform_teacher_takes_one_shape_and_keeps_the_hits_answer(tmp_path)
     g = source.graph()
     tools = ToolSet(g, load_index(g, source.cache_dir), ToolConfig())
     runs = {}
-    for name in ("rules-compact", "rules-compact-uniform"):
+    for name in backbones:
         with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
             cfg = compose("config", overrides=["experiment=collect_student", f"backbone={name}"])
         llm = LLMClient(instantiate(cfg.backbone))
         runs[name] = [run_agent(llm, tools, q.text) for q in source.queries()]
+    return runs
+
+
+def test_the_uniform_teacher_takes_one_shape_and_keeps_the_hits_answer(tmp_path):
+    """conf/backbone/rules-compact-uniform.yaml on the tables graph's queries beside rules-compact: the
+    compact teacher searches a head noun in step 1 or selects straight from its search in some of them
+    (so the comparison can fail); the uniform one makes one search and then explores in every query, and
+    where the compact one answered from its search the uniform answer starts with the same node."""
+    runs = teacher_runs(tmp_path, "rules-compact", "rules-compact-uniform")
 
     def steps(traj):
         return [[tc["function"]["name"] for tc in m["tool_calls"]] for m in traj.messages if m["role"] == "assistant"]
@@ -281,3 +288,41 @@ def test_the_uniform_teacher_takes_one_shape_and_keeps_the_hits_answer(tmp_path)
         assert steps(t)[0] == ["search_graph"] and steps(t)[1][0] == "explore_neighbors"
         assert t.stop_reason == "finish" and not any(s.error for s in t.steps)
     assert [uniform[i].selected[0] for i in from_search] == [compact[i].selected[0] for i in from_search]
+
+
+def test_the_explained_teacher_says_what_it_reads_and_calls_what_the_compact_one_calls(tmp_path):
+    """conf/backbone/rules-compact-explained.yaml beside rules-compact on the tables graph's queries: the
+    same calls, step by step, and the same answers; each of its replies opens with one line (the compact
+    teacher's replies have none), and where it explores a node the question names, that line names the
+    node's id and the type it then filters by."""
+    runs = teacher_runs(tmp_path, "rules-compact", "rules-compact-explained")
+
+    def replies(traj):
+        return [m for m in traj.messages if m["role"] == "assistant"]
+
+    explored_named = 0
+    for plain, said in zip(runs["rules-compact"], runs["rules-compact-explained"]):
+        assert said.selected == plain.selected
+        assert [m["tool_calls"] for m in replies(said)] == [m["tool_calls"] for m in replies(plain)]
+        assert all(m["content"] == "" for m in replies(plain))
+        for m in replies(said):
+            assert m["content"].strip() and "\n" not in m["content"], m["content"]
+            for tc in m["tool_calls"]:
+                args = json.loads(tc["function"]["arguments"])
+                if tc["function"]["name"] == "explore_neighbors" and m["content"].startswith("It names "):
+                    explored_named += 1
+                    assert f"[{args['node_id']}]" in m["content"]
+                    for t in args.get("node_types", []):
+                        assert f"It asks for: {t}." in m["content"]
+    assert explored_named, "no query of the tables graph explores a node it names: the check above ran on nothing"
+
+
+def test_the_explained_teacher_names_the_node_next_to_both_anchors_before_selecting_it():
+    g = club_graph()
+    tools = ToolSet(g, BM25Index.build(g.texts()), ToolConfig())
+    llm = LLMClient(replace(RULES, extra_body={"rules": {"explain": True}}))
+    traj = run_agent(llm, tools, "Which person is a member of both Alpha Rowing Club and Beta Chess Club?")
+    last = [m for m in traj.messages if m["role"] == "assistant"][-1]
+    bob = g.names().index("Bob Jones")
+    assert traj.selected[0] == bob
+    assert last["content"].endswith(f"at once: [{bob}].") and "Alpha Rowing Club [0]" in last["content"]

@@ -30,6 +30,12 @@ The policy, step by step:
    names, then of the asked type, then (next to two anchors or more) the more specific, with fewer
    neighbours of an anchor's type, then from shorter lists, then in the order shown; ``finish``.
 
+With ``explain`` each reply opens with one line, the reading its calls follow from: at step 2 the nodes the
+question names (name and id) or that it describes one, the type it asks, and so whether it explores or the
+hits are the answer; before the checks, the named nodes; at the selection, the candidates next to every
+named node. A student distilled from such replies writes the line before its own calls (its content); the
+calls are the same as without it.
+
 Every agent of a query takes the same calls (the sampling settings are not read). A step may hold many
 calls (the first one up to ten searches, the third one checks of up to 40 candidates): the trajectories are longer
 than a model's, in the same format.
@@ -68,6 +74,7 @@ class RulesSettings:
     select_n: int = 20  # ids selected
     head_search: bool = True  # search the head noun in step 1 (its hits vote for the asked type)
     explore_always: bool = False  # described questions explore even when the hits are the answer (listed first)
+    explain: bool = False  # each reply opens with a line saying what the rules read and chose (`Reading.note`)
 
     def __post_init__(self) -> None:
         for key, value in vars(self).items():
@@ -396,20 +403,67 @@ class Reading:
     def reply(self) -> dict:
         step = len(self.steps)
         if step == 0:
-            return self._message([(SEARCH, self._search_args(q, k)) for q, k in self._first_searches()])
+            searches = self._first_searches()
+            return self._message([(SEARCH, self._search_args(q, k)) for q, k in searches],
+                                 self._note_searches(searches))
         anchors = self.anchors()
         named = self.named(anchors)
         asked = self.asked_type(anchors) if named else (self.asked_type([]) or self.voted_type())
         if step == 1:
             calls = self._explorations(anchors, named, asked)
             if calls:
-                return self._message(calls)
+                return self._message(calls, self._note_reading(anchors, named, asked, calls))
         elif step == 2 and named and len(anchors) > 1:
             calls = self._checks(anchors)
             if calls:
-                return self._message(calls)
+                return self._message(calls, "Check the candidates against " + self._listing(anchors) + ".")
         ranked = self._ranking(anchors, named, asked)
-        return self._message(([(SELECT, {"node_ids": ranked[:self.settings.select_n]})] if ranked else []) + [(FINISH, {})])
+        note = (self._note_reading(anchors, named, asked, []) if step == 1
+                else self._note_selection(anchors, named, asked, ranked))
+        return self._message(([(SELECT, {"node_ids": ranked[:self.settings.select_n]})] if ranked else [])
+                             + [(FINISH, {})], note)
+
+    # -- what it says (``explain``): one line per reply, the reading its calls follow from ---------------
+    def _note_searches(self, searches: list[tuple[str, int]]) -> str:
+        head = self.head_noun()
+        also = [q for q, _ in searches[1:]]
+        if head in also:
+            return f"Search the question, and \"{head}\": it is no node type."
+        return "Search the question." + (f" Also: {'; '.join(also)}." if also else "")
+
+    @staticmethod
+    def _listing(anchors: list[Anchor]) -> str:
+        return ", ".join(f"{a.node.name} [{a.node.id}]" for a in anchors)
+
+    def _note_reading(self, anchors: list[Anchor], named: bool, asked: str | None, calls: list) -> str:
+        """Step 2: the question named (which nodes) or described, the type it asks, and so the calls
+        (none: the hits are the answer)."""
+        hits = self.question_hits()
+        wants = f"It asks for: {asked}." if asked else "No type asked."
+        rels = list(dict.fromkeys(r for _, args in calls for r in args.get("relations") or []))
+        by = (f" {asked}" if asked else "") + (f" {'/'.join(rels)}" if rels else "")
+        if named:
+            head = f"It names {self._listing(anchors)}. {wants}"
+            return head + (f" Explore their{by} neighbours." if calls else " Select the hits.")
+        head = f"Nothing named: it describes a node. {wants}"
+        if calls:
+            top = hits[0] if hits else None
+            lead = f" Top hit [{top.id}] is {top.type}:" if top is not None else ""
+            return head + lead + f" explore the hits for{by} neighbours."
+        if asked and hits and hits[0].type == asked:
+            return f"{head} Top hit is {asked}: the hits are the answer."
+        return f"{head} The hits are the answer."
+
+    def _note_selection(self, anchors: list[Anchor], named: bool, asked: str | None, ranked: list) -> str:
+        """The last step: what comes first in the answer."""
+        if named and len(anchors) > 1:
+            everywhere = {c.node.id for c in self._candidates(anchors).values() if len(c.next_to) == len(anchors)}
+            first = [i for i in ranked if i in everywhere][:3]
+            if first:
+                return f"Next to {self._listing(anchors)} at once: " + ", ".join(f"[{i}]" for i in first) + "."
+            return "None is next to all of them: nearest first."
+        kind = f"the {asked} nodes" if asked else "the nodes"
+        return f"Select {kind} found, best first." if named else f"Select {kind} shown, explored first."
 
     def _first_searches(self) -> list[tuple[str, int]]:
         st = self.settings
@@ -472,6 +526,20 @@ class Reading:
                 c.shortest = min(c.shortest, size)
         return out
 
+    def _candidates(self, anchors: list[Anchor]) -> dict:
+        """`_listed` with what the checks of step 3 found: a candidate's neighbours ranked by an anchor's
+        name show whether it is next to that anchor, and how many neighbours of its type it has."""
+        listed = self._listed(anchors)
+        anchor_ids = {a.node.id for a in anchors}
+        for call in (self.steps[2] if len(self.steps) > 2 else []):
+            if call.name == EXPLORE and call.args.get("node_id") in listed:
+                c = listed[call.args["node_id"]]
+                c.degree = min(c.degree, call.total if call.total is not None else len(call.nodes))
+                for n in call.nodes:
+                    if n.id in anchor_ids:
+                        c.add(n.id, n.links)
+        return listed
+
     def _checks(self, anchors: list[Anchor]) -> list:
         listed = self._listed(anchors)
         order = sorted(listed.values(), key=lambda c: (-len(c.next_to), c.shortest, c.position))[:self.settings.check]
@@ -486,17 +554,10 @@ class Reading:
             ordered = ([n for n in pool if asked is None or n.type == asked]
                        + [n for n in pool if asked is not None and n.type != asked])
             return list(dict.fromkeys(n.id for n in ordered))
-        listed = self._listed(anchors)
+        listed = self._candidates(anchors)
         skip = {i for a in anchors for i in range(*a.span)}
         rels = set(self.relations_named(skip))
         anchor_ids = {a.node.id for a in anchors}
-        for call in (self.steps[2] if len(self.steps) > 2 else []):   # the checks: a candidate's
-            if call.name == EXPLORE and call.args.get("node_id") in listed:  # neighbours, ranked by an anchor's name
-                c = listed[call.args["node_id"]]
-                c.degree = min(c.degree, call.total if call.total is not None else len(call.nodes))
-                for n in call.nodes:
-                    if n.id in anchor_ids:
-                        listed[call.args["node_id"]].add(n.id, n.links)
 
         def key(c: Candidate):
             return (-len(c.next_to), -sum(r in rels for _, r in c.links), asked is not None and c.node.type != asked,
@@ -516,13 +577,13 @@ class Reading:
                 out[param] = [conv(v) for v in out[param]] if isinstance(out[param], list) else conv(out[param])
         return out
 
-    def _message(self, calls: list[tuple[str, dict]]) -> dict:
+    def _message(self, calls: list[tuple[str, dict]], note: str = "") -> dict:
         offered = [(name, args) for name, args in calls if name in self.schemas or name in (SELECT, FINISH)]
         if not offered:
             offered = [(FINISH, {})]
         offered = [(name, self._ids_as_schema(name, args)) for name, args in offered]
         step = len(self.steps)
-        return {"role": "assistant", "content": "",
+        return {"role": "assistant", "content": note if self.settings.explain else "",
                 "tool_calls": [{"id": f"call_{step}_{i}", "type": "function",
                                 "function": {"name": name, "arguments": json.dumps(args)}}
                                for i, (name, args) in enumerate(offered)]}
