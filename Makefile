@@ -86,8 +86,12 @@ demo: $(VENV)/.local ## run ARK with the local model on the bundled demo graph
 
 # Every tier ends with its 15 slowest tests (--durations=15 in pyproject's addopts) and with the environment
 # guard's verdict: a run that changes .venv, the checkout or the data root fails (tests/helpers/env_guard.py).
+# make test spreads its tests over one pytest-xdist worker per core (at most TEST_WORKERS_MAX; TEST_WORKERS=0:
+# in one process). The guard's process builds the data root before the workers start and watches for all of them.
+TEST_WORKERS ?= auto
+TEST_WORKERS_MAX ?= 4
 test: $(VENV)/.core ## fast offline test tier (a few minutes; the first run builds the demo graph into the data root)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses $(TEST_WORKERS_MAX)
 
 # --- further test tiers (run by .ci/run) -------------------------------------------------------
 test-commands: $(VENV)/.core ## whole processes and whole runs end to end: README's and docs/' commands run for real, make recipes, ark and experiments/run.py processes and sweeps (each process pays Python's, torch's and Hydra's start-up: several minutes)

@@ -96,10 +96,18 @@ def test_a_file_added_or_rewritten_under_the_data_root(tmp_path):
     assert g.data_files(tmp_path / "absent") == {}
 
 
+def _session(suite: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(suite),
+                           "-c", os.devnull, *args, str(suite)], cwd=suite, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
 @pytest.mark.commands   # a whole pytest process, two snapshots of .venv
-def test_a_session_whose_test_writes_into_the_data_root_fails_naming_the_file(tmp_path):
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "two xdist workers"])
+def test_a_session_whose_test_writes_into_the_data_root_fails_naming_the_file(tmp_path, workers):
     """A whole pytest session with the guard, its data root moved to a scratch folder (ARK_TEST_DATA): the
-    one test passes, the session fails and names what the test wrote."""
+    one test passes, the session fails and names what the test wrote; the same when the test runs in a
+    pytest-xdist worker, as in ``make test`` (the guard watches from the process that started the workers)."""
     data = tmp_path / "data"
     (data / "stark").mkdir(parents=True)
     suite = tmp_path / "suite"
@@ -109,10 +117,29 @@ def test_a_session_whose_test_writes_into_the_data_root_fails_naming_the_file(tm
         "import os\n\ndef test_writes():\n"
         "    open(os.path.join(os.environ['ARK_TEST_DATA'], 'stray.txt'), 'w').write('x')\n")
     env = {**os.environ, "ARK_TEST_DATA": str(data), "PYTHONPATH": str(REPO), g.PREPARE_VAR: "0"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(suite),
-                           "-c", os.devnull, str(suite)], cwd=suite, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = _session(suite, env, *workers)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 passed" in done.stdout
     assert "environment guard" in done.stdout and f"data root {data}: 1 added" in done.stdout
     assert "+stray.txt" in done.stdout
+
+
+@pytest.mark.commands   # a whole pytest process that builds the demo graph into an empty data root
+def test_workers_find_the_data_root_built_before_their_first_test(tmp_path):
+    """``make test`` on a fresh clone: the data root is empty, and the tests run in two pytest-xdist
+    workers. The demo graph is built once, before either worker starts (each test finds it whole), and
+    the guard, whose first look comes after that build, finds nothing changed."""
+    data = tmp_path / "data"
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text('pytest_plugins = ["tests.helpers.env_guard"]\n')
+    (suite / "test_reads.py").write_text(
+        "import os\nimport pytest\n\n@pytest.mark.parametrize('i', range(4))\ndef test_reads(i):\n"
+        "    from ark.data.sources import DemoSource\n"
+        "    source = DemoSource(root=os.environ['ARK_TEST_DATA'])\n"
+        "    assert source.cache_dir.is_dir() and source.graph().num_nodes > 0\n")
+    env = {**os.environ, "ARK_TEST_DATA": str(data), "PYTHONPATH": str(REPO)}
+    env.pop(g.PREPARE_VAR, None)
+    done = _session(suite, env, "-n", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout and "are as they were before the tests" in done.stdout

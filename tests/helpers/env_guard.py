@@ -203,12 +203,26 @@ _KEY = pytest.StashKey[Snapshot]()
 _FOUND = pytest.StashKey[list]()
 
 
+def _worker(config: pytest.Config) -> bool:
+    """Whether this process is one of pytest-xdist's workers (``make test`` runs the tier on several):
+    the process that started them builds the data root and holds the guard for all of them."""
+    return hasattr(config, "workerinput")
+
+
 @pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    if session.config.getoption("collectonly", False):
+def pytest_configure(config: pytest.Config) -> None:
+    # here rather than at session start: pytest-xdist starts its workers at session start, and they must
+    # find the data root built, not build it side by side
+    if config.getoption("collectonly", False) or _worker(config):
         return
     if os.environ.get(PREPARE_VAR, "1") != "0":
         prepare_data_root()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if session.config.getoption("collectonly", False) or _worker(session.config):
+        return
     session.config.stash[_KEY] = Snapshot.take(DEMO_ROOT)
 
 
