@@ -74,7 +74,7 @@ class RulesSettings:
     select_n: int = 20  # ids selected
     head_search: bool = True  # search the head noun in step 1 (its hits vote for the asked type)
     explore_always: bool = False  # described questions explore even when the hits are the answer (listed first)
-    explain: bool = False  # each reply opens with a line saying what the rules read and chose (`Reading.note`)
+    explain: bool = False  # each reply opens with a line saying what the rules read and chose (the module doc)
 
     def __post_init__(self) -> None:
         for key, value in vars(self).items():
