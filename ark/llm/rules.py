@@ -405,21 +405,23 @@ class Reading:
         if step == 0:
             searches = self._first_searches()
             return self._message([(SEARCH, self._search_args(q, k)) for q, k in searches],
-                                 self._note_searches(searches))
+                                 lambda: self._note_searches(searches))
         anchors = self.anchors()
         named = self.named(anchors)
         asked = self.asked_type(anchors) if named else (self.asked_type([]) or self.voted_type())
         if step == 1:
             calls = self._explorations(anchors, named, asked)
             if calls:
-                return self._message(calls, self._note_reading(anchors, named, asked, calls))
+                return self._message(calls, lambda: self._note_reading(anchors, named, asked, calls))
         elif step == 2 and named and len(anchors) > 1:
             calls = self._checks(anchors)
             if calls:
-                return self._message(calls, "Check the candidates against " + self._listing(anchors) + ".")
+                return self._message(calls, lambda: "Check the candidates against " + self._listing(anchors) + ".")
         ranked = self._ranking(anchors, named, asked)
-        note = (self._note_reading(anchors, named, asked, []) if step == 1
-                else self._note_selection(anchors, named, asked, ranked))
+        def note() -> str:
+            return (self._note_reading(anchors, named, asked, []) if step == 1
+                    else self._note_selection(anchors, named, asked, ranked))
+
         return self._message(([(SELECT, {"node_ids": ranked[:self.settings.select_n]})] if ranked else [])
                              + [(FINISH, {})], note)
 
@@ -577,13 +579,14 @@ class Reading:
                 out[param] = [conv(v) for v in out[param]] if isinstance(out[param], list) else conv(out[param])
         return out
 
-    def _message(self, calls: list[tuple[str, dict]], note: str = "") -> dict:
+    def _message(self, calls: list[tuple[str, dict]], note=None) -> dict:
+        """The assistant reply of ``calls``; its text ``note()`` with ``explain`` (worked out only then)."""
         offered = [(name, args) for name, args in calls if name in self.schemas or name in (SELECT, FINISH)]
         if not offered:
             offered = [(FINISH, {})]
         offered = [(name, self._ids_as_schema(name, args)) for name, args in offered]
         step = len(self.steps)
-        return {"role": "assistant", "content": note if self.settings.explain else "",
+        return {"role": "assistant", "content": note() if note is not None and self.settings.explain else "",
                 "tool_calls": [{"id": f"call_{step}_{i}", "type": "function",
                                 "function": {"name": name, "arguments": json.dumps(args)}}
                                for i, (name, args) in enumerate(offered)]}
